@@ -1,0 +1,3 @@
+from tucano.cli import main
+
+main()

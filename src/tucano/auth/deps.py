@@ -1,0 +1,61 @@
+"""The caller of a request: bearer token checked (401), then the operation's scope (403)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from tucano.auth.tokens import InvalidToken, Principal, Scope, decode_access_token
+from tucano.clock import clock
+from tucano.errors import Forbidden, Unauthenticated
+
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearerAuth",
+    bearerFormat="JWT",
+    description="An access token from POST /oauth/v1/token (client credentials).",
+)
+
+
+async def current_principal(
+    request: Request,
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)],
+) -> Principal:
+    header = request.headers.get("authorization")
+    if not header:
+        raise Unauthenticated("the Authorization header is missing; send Authorization: Bearer <token>")
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        raise Unauthenticated("the Authorization header must be 'Bearer <token>'")
+    try:
+        principal = decode_access_token(
+            token, key=request.app.state.access_token_key, now=clock.now()
+        )
+    except InvalidToken as exc:
+        raise Unauthenticated(str(exc)) from None
+    request.state.customer_id = principal.customer_id
+    return principal
+
+
+class RequireScope:
+    """A dependency that answers 403 unless the caller's token carries `scope`."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+
+    async def __call__(
+        self, principal: Annotated[Principal, Depends(current_principal)]
+    ) -> Principal:
+        if self.scope.value not in principal.scopes:
+            raise Forbidden(f"this operation needs the scope {self.scope.value}")
+        return principal
+
+
+WebhookReader = Annotated[Principal, Depends(RequireScope(Scope.WEBHOOK_READ))]
+WebhookWriter = Annotated[Principal, Depends(RequireScope(Scope.WEBHOOK_WRITE))]
+PaymentLinkReader = Annotated[Principal, Depends(RequireScope(Scope.PAYMENT_LINK_READ))]
+PaymentLinkWriter = Annotated[Principal, Depends(RequireScope(Scope.PAYMENT_LINK_WRITE))]
+EventPublisher = Annotated[Principal, Depends(RequireScope(Scope.EVENTS_PUBLISH))]

@@ -1,0 +1,130 @@
+"""POST /oauth/v1/token: the client-credentials grant of RFC 6749 (4.4), form body or HTTP Basic."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import timedelta
+from typing import Literal
+from urllib.parse import parse_qsl, unquote
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from tucano.auth.schemas import TOKEN_REQUEST_BODY, OAuthError, TokenResponse
+from tucano.auth.service import authenticate_client, parse_scopes
+from tucano.auth.tokens import Principal, encode_access_token
+from tucano.clock import clock
+from tucano.db import SessionDep
+from tucano.wire import json_response
+
+router = APIRouter(prefix="/oauth/v1", tags=["authentication"])
+
+_NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+OAuthErrorCode = Literal["invalid_request", "invalid_client", "unsupported_grant_type", "invalid_scope"]
+
+
+def _oauth_error(error: OAuthErrorCode, description: str) -> Response:
+    status = 401 if error == "invalid_client" else 400
+    headers = dict(_NO_STORE)
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Basic realm="tucano"'
+    return json_response(
+        OAuthError(error=error, error_description=description), status_code=status, headers=headers
+    )
+
+
+def _basic_credentials(header: str) -> tuple[str, str] | None:
+    scheme, _, encoded = header.strip().partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise ValueError("the Basic credentials are not valid base64") from None
+    client_id, sep, client_secret = decoded.partition(":")
+    if not sep:
+        raise ValueError("the Basic credentials must be client_id:client_secret")
+    # RFC 6749 2.3.1: both parts are form-urlencoded before base64.
+    return unquote(client_id.replace("+", " ")), unquote(client_secret.replace("+", " "))
+
+
+@router.post(
+    "/token",
+    summary="Get an access token (client credentials)",
+    response_model=TokenResponse,
+    responses={
+        400: {"model": OAuthError, "description": "Bad request (RFC 6749 5.2)."},
+        401: {"model": OAuthError, "description": "Unknown client or wrong secret."},
+    },
+    openapi_extra={"requestBody": TOKEN_REQUEST_BODY},
+)
+async def issue_token(request: Request, session: SessionDep) -> Response:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/x-www-form-urlencoded":
+        return _oauth_error(
+            "invalid_request", "the body must be application/x-www-form-urlencoded"
+        )
+    try:
+        pairs = parse_qsl((await request.body()).decode(), keep_blank_values=True, strict_parsing=False)
+    except UnicodeDecodeError:
+        return _oauth_error("invalid_request", "the body is not valid UTF-8")
+    form: dict[str, str] = {}
+    for key, value in pairs:
+        if key in form:
+            return _oauth_error("invalid_request", f"the parameter {key} is repeated")
+        form[key] = value
+
+    grant_type = form.get("grant_type")
+    if not grant_type:
+        return _oauth_error("invalid_request", "grant_type is required")
+    if grant_type != "client_credentials":
+        return _oauth_error(
+            "unsupported_grant_type", "only grant_type=client_credentials is supported"
+        )
+
+    authorization = request.headers.get("authorization")
+    basic: tuple[str, str] | None = None
+    if authorization:
+        try:
+            basic = _basic_credentials(authorization)
+        except ValueError as exc:
+            return _oauth_error("invalid_client", str(exc))
+    if basic and ("client_id" in form and form["client_id"] != basic[0] or "client_secret" in form):
+        return _oauth_error(
+            "invalid_request", "send the client credentials either in the body or with HTTP Basic"
+        )
+    client_id, client_secret = basic or (form.get("client_id", ""), form.get("client_secret", ""))
+    if not client_id or not client_secret:
+        return _oauth_error("invalid_request", "client_id and client_secret are required")
+
+    client = await authenticate_client(session, client_id=client_id, client_secret=client_secret)
+    if client is None:
+        return _oauth_error("invalid_client", "unknown client or wrong client secret")
+
+    granted = set(client.scopes.split())
+    if form.get("scope", "").strip():
+        try:
+            requested = {s.value for s in parse_scopes([form["scope"]])}
+        except ValueError as exc:
+            return _oauth_error("invalid_scope", str(exc))
+        if not requested <= granted:
+            missing = ", ".join(sorted(requested - granted))
+            return _oauth_error("invalid_scope", f"the client is not granted: {missing}")
+        granted = requested
+
+    request.state.customer_id = client.customer_id
+    ttl = timedelta(seconds=request.app.state.settings.access_token_ttl_seconds)
+    principal = Principal(
+        client_id=client.client_id,
+        customer_id=client.customer_id,
+        partner_id=client.partner_id,
+        scopes=frozenset(granted),
+    )
+    token = encode_access_token(
+        principal, key=request.app.state.access_token_key, now=clock.now(), ttl=ttl
+    )
+    body = TokenResponse(
+        access_token=token, expires_in=int(ttl.total_seconds()), scope=" ".join(sorted(granted))
+    )
+    return json_response(body, headers=_NO_STORE)

@@ -1,0 +1,95 @@
+"""Clients and the service's signing key: creating clients, checking their credentials."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Iterable
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from tucano.auth.models import ApiClient, InstanceSecret
+from tucano.auth.tokens import MERCHANT_SCOPES, Scope
+from tucano.clock import clock
+from tucano.config import Settings
+from tucano.db import Database
+
+_SECRET_KEY_NAME = "secret_key"
+# Compared against when the client id is unknown, so a miss costs the same as a wrong secret.
+_UNKNOWN_CLIENT_HASH = hashlib.sha256(b"tucano-unknown-client").hexdigest()
+
+
+def hash_client_secret(client_secret: str) -> str:
+    return hashlib.sha256(client_secret.encode()).hexdigest()
+
+
+def parse_scopes(requested: Iterable[str]) -> tuple[Scope, ...]:
+    """Validate scope names; raises ValueError naming the unknown one."""
+    known = {s.value: s for s in Scope}
+    result: list[Scope] = []
+    for name in requested:
+        for part in name.split():
+            if part not in known:
+                raise ValueError(f"unknown scope {part!r}; known: {', '.join(known)}")
+            if known[part] not in result:
+                result.append(known[part])
+    return tuple(result)
+
+
+async def create_client(
+    session: AsyncSession,
+    *,
+    customer_id: int,
+    partner_id: int | None = None,
+    scopes: Iterable[Scope] = MERCHANT_SCOPES,
+    name: str | None = None,
+) -> tuple[ApiClient, str]:
+    """Create a client; returns it with its secret, which is not kept and cannot be read again."""
+    client_secret = "tsk_" + secrets.token_urlsafe(32)
+    client = ApiClient(
+        client_id="tci_" + secrets.token_hex(12),
+        secret_hash=hash_client_secret(client_secret),
+        customer_id=customer_id,
+        partner_id=partner_id,
+        scopes=" ".join(s.value for s in scopes),
+        name=name,
+        created_at=clock.now(),
+    )
+    session.add(client)
+    await session.flush()
+    return client, client_secret
+
+
+async def authenticate_client(
+    session: AsyncSession, *, client_id: str, client_secret: str
+) -> ApiClient | None:
+    """The client whose id and secret these are, or None; constant time in the secret."""
+    client = await session.scalar(select(ApiClient).where(ApiClient.client_id == client_id))
+    expected = client.secret_hash if client is not None else _UNKNOWN_CLIENT_HASH
+    matches = hmac.compare_digest(expected, hash_client_secret(client_secret))
+    return client if client is not None and matches else None
+
+
+async def resolve_secret_key(settings: Settings, database: Database) -> bytes:
+    """The key that signs tokens: TUCANO_SECRET_KEY, or in sandbox one generated once and kept
+    in the database itself, so every process on that database agrees on it across restarts."""
+    if settings.secret_key is not None:
+        return settings.secret_key.get_secret_value().encode()
+    for _ in range(3):
+        async with database.session() as session:
+            stored = await session.get(InstanceSecret, _SECRET_KEY_NAME)
+            if stored is not None:
+                return stored.value.encode()
+            session.add(
+                InstanceSecret(
+                    name=_SECRET_KEY_NAME, value=secrets.token_urlsafe(48), created_at=clock.now()
+                )
+            )
+            try:
+                await session.commit()
+            except IntegrityError:
+                continue  # another process generated it first; read theirs
+    raise RuntimeError("could not store or read the generated secret key")

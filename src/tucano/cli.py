@@ -1,0 +1,144 @@
+"""The `tucano` command: serve, worker, migrate, clients create."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Annotated, NoReturn
+
+import typer
+
+from tucano.config import ConfigurationError, Settings, load_settings
+
+app = typer.Typer(
+    name="tucano",
+    help="Tucano: payments API for Brazil (webhooks and payment links).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+clients_app = typer.Typer(help="Manage API clients (credentials for POST /oauth/v1/token).")
+app.add_typer(clients_app, name="clients")
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"tucano: {message}", err=True)
+    raise typer.Exit(code=2)
+
+
+def _settings() -> Settings:
+    try:
+        return load_settings()
+    except ConfigurationError as exc:
+        _fail(str(exc))
+
+
+def _migrate(settings: Settings) -> None:
+    from tucano.migrations import upgrade
+
+    try:
+        upgrade(settings.database_url)
+    except Exception as exc:  # noqa: BLE001 - a CLI reports, it does not dump a traceback
+        _fail(f"could not migrate the database: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.", min=0, max=65535)] = 8000,
+    migrate: Annotated[
+        bool, typer.Option(help="Apply pending migrations before starting.")
+    ] = True,
+) -> None:
+    """Run the API (and the background loops) in one process."""
+    import uvicorn
+
+    from tucano.app import create_app
+    from tucano.logs import configure_logging
+
+    settings = _settings()
+    configure_logging(settings.log_level)
+    if migrate:
+        _migrate(settings)
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=30,
+    )
+
+
+@app.command("migrate")
+def migrate_command() -> None:
+    """Apply pending database migrations (safe to run from several processes at once)."""
+    from tucano.logs import configure_logging
+
+    settings = _settings()
+    configure_logging(settings.log_level)
+    _migrate(settings)
+    typer.echo(json.dumps({"migrated": True, "database": _safe_url(settings.database_url)}))
+
+
+@clients_app.command("create")
+def create_client_command(
+    customer_id: Annotated[int, typer.Option("--customer-id", help="Customer the client acts for.", min=1)],
+    partner_id: Annotated[int | None, typer.Option("--partner-id", help="Partner, if any.", min=1)] = None,
+    scope: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scope",
+            help="A scope to grant (repeatable). Default: webhook.read webhook.write "
+            "payment-link.read payment-link.write.",
+        ),
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="A label for the client.")] = None,
+) -> None:
+    """Create an API client and print its credentials once, as one JSON object."""
+    from tucano.auth.service import create_client, parse_scopes
+    from tucano.auth.tokens import MERCHANT_SCOPES
+    from tucano.db import Database
+
+    settings = _settings()
+    try:
+        scopes = parse_scopes(scope) if scope else MERCHANT_SCOPES
+    except ValueError as exc:
+        _fail(str(exc))
+    _migrate(settings)
+
+    async def run() -> dict[str, object]:
+        database = Database(settings.database_url, pool_size=1)
+        try:
+            async with database.session() as session:
+                client, secret = await create_client(
+                    session, customer_id=customer_id, partner_id=partner_id, scopes=scopes, name=name
+                )
+                await session.commit()
+        finally:
+            await database.dispose()
+        return {
+            "clientId": client.client_id,
+            "clientSecret": secret,
+            "customerId": client.customer_id,
+            "partnerId": client.partner_id,
+            "scopes": client.scopes.split(),
+            "name": client.name,
+        }
+
+    typer.echo(json.dumps(asyncio.run(run())))
+
+
+def _safe_url(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,150 @@
+"""Tucano's configuration: one Settings object, read once from `TUCANO_*` variables and `.env`."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from datetime import timedelta
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./tucano.db"
+DEFAULT_RETRY_SCHEDULE = "5s,5m,30m,2h,5h,10h,10h"
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class Environment(StrEnum):
+    SANDBOX = "sandbox"
+    PRODUCTION = "production"
+
+
+class ConfigurationError(Exception):
+    """The configuration cannot run the service; the message names the variable to set."""
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse `5s`, `5m`, `2h`, `1d`, `250ms` or bare seconds into a timedelta."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a duration such as 5s, 5m, 2h or 1d")
+    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"])
+
+
+def _split_list(value: Any) -> Any:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="TUCANO_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    database_url: str = DEFAULT_DATABASE_URL
+    environment: Environment = Environment.SANDBOX
+    public_url: str = "http://127.0.0.1:8000"
+    secret_key: SecretStr | None = None
+    webhook_allowed_networks: Annotated[
+        list[ipaddress.IPv4Network | ipaddress.IPv6Network], NoDecode
+    ] = Field(default_factory=list)
+    sandbox_autopay_delay_seconds: float = Field(default=30, ge=0)
+    retry_schedule: Annotated[list[timedelta], NoDecode] = Field(
+        default_factory=lambda: [parse_duration(d) for d in DEFAULT_RETRY_SCHEDULE.split(",")]
+    )
+
+    access_token_ttl_seconds: int = Field(default=3600, ge=60, le=86400)
+    max_request_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    log_level: str = "INFO"
+    # Resolving a webhook host at registration is bounded so a slow resolver cannot hold a request.
+    dns_timeout_seconds: float = Field(default=3.0, gt=0)
+
+    # Delivery engine.
+    delivery_timeout_seconds: float = Field(default=15.0, gt=0)
+    delivery_concurrency: int = Field(default=64, ge=1, le=2048)
+    delivery_concurrency_per_target: int = Field(default=8, ge=1)
+    delivery_lease_seconds: float = Field(default=60.0, ge=5)
+    delivery_poll_interval_seconds: float = Field(default=1.0, gt=0)
+    retry_after_max_seconds: float = Field(default=3600.0, ge=0)
+    webhook_deactivate_after: Annotated[timedelta, NoDecode] = timedelta(days=5)
+    result_retention: Annotated[timedelta, NoDecode] = timedelta(days=90)
+
+    @field_validator("webhook_allowed_networks", mode="before")
+    @classmethod
+    def _parse_networks(cls, value: Any) -> Any:
+        return _split_list(value)
+
+    @field_validator("retry_schedule", mode="before")
+    @classmethod
+    def _parse_schedule(cls, value: Any) -> Any:
+        items = _split_list(value)
+        if isinstance(items, list):
+            parsed = [parse_duration(i) if isinstance(i, str) else i for i in items]
+            if not parsed:
+                raise ValueError("the retry schedule needs at least one delay")
+            return parsed
+        return items
+
+    @field_validator("webhook_deactivate_after", "result_retention", mode="before")
+    @classmethod
+    def _parse_period(cls, value: Any) -> Any:
+        return parse_duration(value) if isinstance(value, str) else value
+
+    @field_validator("public_url")
+    @classmethod
+    def _strip_slash(cls, value: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError("must be an absolute http(s) URL such as https://pay.example.com")
+        return value.rstrip("/")
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_driver(cls, value: str) -> str:
+        # Plain `postgresql://` is what most tools hand out; it means asyncpg here.
+        if value.startswith(("postgresql://", "postgres://")):
+            value = "postgresql+asyncpg://" + value.split("://", 1)[1]
+        if value.startswith("sqlite://") and not value.startswith("sqlite+aiosqlite://"):
+            value = "sqlite+aiosqlite://" + value.split("://", 1)[1]
+        if not value.startswith(("postgresql+asyncpg://", "sqlite+aiosqlite://")):
+            raise ValueError("must be postgresql+asyncpg://... or sqlite+aiosqlite:///path")
+        return value
+
+    @model_validator(mode="after")
+    def _production_needs_secret(self) -> Settings:
+        if self.environment is Environment.PRODUCTION and self.secret_key is None:
+            raise ValueError(
+                "TUCANO_SECRET_KEY is required when TUCANO_ENVIRONMENT=production "
+                "(set it to a random string of at least 32 characters)"
+            )
+        if self.secret_key is not None and len(self.secret_key.get_secret_value()) < 32:
+            raise ValueError("TUCANO_SECRET_KEY must be at least 32 characters long")
+        return self
+
+    @property
+    def is_sandbox(self) -> bool:
+        return self.environment is Environment.SANDBOX
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the settings, turning a validation failure into a message naming the variable."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            field = ".".join(str(p) for p in error["loc"])
+            name = f"TUCANO_{field.upper()}" if field else "configuration"
+            message = error["msg"].removeprefix("Value error, ")
+            lines.append(message if message.startswith("TUCANO_") else f"{name}: {message}")
+        raise ConfigurationError("; ".join(lines)) from None

@@ -1,0 +1,125 @@
+"""Database core: the declarative Base, the UTC column type, the engine and its sessions.
+
+Services receive an `AsyncSession` and only `flush()`; whoever opened the session (a request, a
+worker loop, a CLI command) commits it once, so two services can share one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from sqlalchemy import BigInteger, DateTime, Integer, MetaData, event
+from sqlalchemy.engine import Dialect
+from sqlalchemy.engine.url import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+# BIGINT on PostgreSQL; INTEGER on SQLite, where only that spelling is the autoincrementing rowid.
+BigIntPK = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp that always comes back timezone-aware in UTC, on SQLite as on PostgreSQL."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored; use tucano.clock")
+        value = value.astimezone(UTC)
+        # SQLite keeps text; store naive UTC so that string comparison orders correctly.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _configure_sqlite(engine: AsyncEngine) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # SQLAlchemy, not the driver, starts transactions (see _on_begin).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=10000")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        # Take the write lock up front: a deferred transaction that reads and then writes can
+        # fail with SQLITE_BUSY at once instead of waiting out busy_timeout.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def create_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        engine = create_async_engine(url)
+        _configure_sqlite(engine)
+        return engine
+    return create_async_engine(
+        url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, pool_recycle=1800
+    )
+
+
+class Database:
+    """The engine and session factory of one process."""
+
+    def __init__(self, database_url: str, *, pool_size: int = 10) -> None:
+        self.url = database_url
+        self.engine = create_engine(database_url, pool_size=pool_size)
+        self.sessionmaker = async_sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        """A session that is rolled back unless the caller committed it."""
+        async with self.sessionmaker() as session:
+            try:
+                yield session
+            except BaseException:
+                await session.rollback()
+                raise
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
+
+
+async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
+    """One session per request; the endpoint commits what it writes, anything else is rolled back."""
+    database: Database = request.app.state.database
+    async with database.session() as session:
+        yield session
+
+
+# scope="function": the session closes when the endpoint returns, before the response is sent.
+SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]

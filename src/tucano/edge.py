@@ -1,0 +1,102 @@
+"""The outermost layer of every HTTP request (pure ASGI, before routing).
+
+It gives the request its transaction id (the client's `x-transaction-id`, or a new UUID), echoes it
+on the response, refuses bodies over the limit (413), turns any escaped exception into the one
+error body (500, never a stack trace), and writes the one log line of the request.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from typing import Any
+
+import structlog
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tucano.errors import ErrorCode, error_response
+
+log = structlog.get_logger("tucano.request")
+
+_SAFE_TRANSACTION_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+
+
+class _BodyTooLarge(HTTPException):
+    """Raised while the body is read, so the framework answers it like any 413 (errors.py)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body must be at most {limit} bytes")
+
+
+class EdgeMiddleware:
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started_at = time.perf_counter()
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        offered = headers.get("x-transaction-id", "").strip()
+        transaction_id = offered if _SAFE_TRANSACTION_ID.match(offered) else str(uuid.uuid4())
+        state: dict[str, Any] = scope.setdefault("state", {})
+        state["transaction_id"] = transaction_id
+        response: dict[str, Any] = {"status": 500, "started": False}
+        structlog.contextvars.bind_contextvars(transactionId=transaction_id)
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                response["status"] = message["status"]
+                response["started"] = True
+                message["headers"] = [
+                    *[(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-transaction-id"],
+                    (b"x-transaction-id", transaction_id.encode()),
+                ]
+            await send(message)
+
+        received = 0
+
+        async def receive_limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body_bytes:
+                    raise _BodyTooLarge(self.max_body_bytes)
+            return message
+
+        async def answer(code: ErrorCode, *errors: str) -> None:
+            await error_response(code, transaction_id, errors=errors)(scope, receive, send_with_id)
+
+        try:
+            declared = headers.get("content-length")
+            if declared is not None and not declared.isdigit():
+                await answer(ErrorCode.MALFORMED_BODY, "Content-Length must be a whole number")
+            elif declared is not None and int(declared) > self.max_body_bytes:
+                await answer(ErrorCode.PAYLOAD_TOO_LARGE, self._limit_text())
+            else:
+                await self.app(scope, receive_limited, send_with_id)
+        except _BodyTooLarge:
+            if not response["started"]:
+                await answer(ErrorCode.PAYLOAD_TOO_LARGE, self._limit_text())
+        except Exception:
+            log.exception("unhandled_error", method=scope["method"], path=scope["path"])
+            if not response["started"]:
+                await answer(ErrorCode.UNEXPECTED)
+        finally:
+            log.info(
+                "request",
+                customerId=state.get("customer_id"),
+                method=scope["method"],
+                path=scope["path"],
+                status=response["status"],
+                durationMs=round((time.perf_counter() - started_at) * 1000, 2),
+            )
+            structlog.contextvars.unbind_contextvars("transactionId")
+
+    def _limit_text(self) -> str:
+        return f"the request body must be at most {self.max_body_bytes} bytes"

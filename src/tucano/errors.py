@@ -1,0 +1,308 @@
+"""Errors: the one error body of every interface, and the typed errors services raise.
+
+    AppError                 carries an ErrorCode (its HTTP status and default message)
+     ├─ BadRequest           400, with one line per problem in `errors`
+     ├─ Unauthenticated      401, with WWW-Authenticate: Bearer
+     ├─ Forbidden            403
+     ├─ NotFound             404 (another customer's resource is answered exactly the same)
+     └─ Conflict             409
+
+Whatever else escapes a request (framework errors, validation, a crash) is turned into the same
+body by the handlers registered in `install_error_handlers` and by the edge middleware.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from enum import IntEnum
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from tucano.clock import clock, format_utc
+from tucano.wire import ApiModel, json_response
+
+log = structlog.get_logger("tucano.errors")
+
+
+class ErrorCode(IntEnum):
+    """Every `errorCode` the service answers with; docs/errors.md is checked against this table."""
+
+    def __new__(cls, value: int, status: int, message: str) -> ErrorCode:
+        member = int.__new__(cls, value)
+        member._value_ = value
+        member.status = status  # type: ignore[attr-defined]
+        member.message = message  # type: ignore[attr-defined]
+        return member
+
+    status: int
+    message: str
+
+    UNEXPECTED = 1, 500, "Unexpected system error"
+    UNAVAILABLE = 2, 503, "Service temporarily unavailable"
+    UNAUTHENTICATED = 10, 401, "Missing, malformed, expired or invalid access token"
+    INSUFFICIENT_SCOPE = 11, 403, "The access token does not grant this operation"
+    ROUTE_NOT_FOUND = 20, 404, "No such route"
+    METHOD_NOT_ALLOWED = 21, 405, "Method not allowed on this route"
+    WEBHOOK_NOT_FOUND = 22, 404, "Webhook not found"
+    PAYMENT_LINK_NOT_FOUND = 23, 404, "Payment link not found"
+    INVALID_PARAMETERS = 36, 400, "Invalid request parameters"
+    MALFORMED_BODY = 37, 400, "Malformed request body"
+    INVALID_TRANSACTION_ID = 38, 400, "Missing or invalid x-transaction-id header"
+    WEBHOOK_TARGET_REFUSED = 39, 400, "Webhook target URL refused"
+    PAYLOAD_TOO_LARGE = 41, 413, "Request body too large"
+    UNSUPPORTED_MEDIA_TYPE = 42, 415, "Unsupported content type"
+    IDEMPOTENCY_CONFLICT = 43, 409, "x-transaction-id already used with a different request"
+    PAYMENT_LINK_NOT_PAYABLE = 44, 409, "Payment link cannot be paid"
+    SANDBOX_ONLY = 45, 403, "Only available in the sandbox environment"
+    RATE_LIMITED = 46, 429, "Too many requests"
+    NOT_ACCEPTABLE = 47, 406, "None of the accepted media types can be produced"
+
+
+class ErrorBody(ApiModel):
+    """The body of every error response."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {
+                "errorCode": 36,
+                "message": "Invalid request parameters",
+                "timestamp": "2026-01-15T10:30:00.000Z",
+                "xTransactionId": "4f3c9b4e-8f5a-4c1e-9a53-2f1d2b6c7e10",
+                "errors": ["amount must be greater than or equal to 0.01"],
+            }
+        }
+    )
+
+    error_code: int = Field(description="See docs/errors.md for the table of codes.")
+    message: str
+    timestamp: str = Field(description="ISO 8601 UTC with milliseconds.")
+    x_transaction_id: str = Field(description="The request's x-transaction-id.")
+    errors: list[str] = Field(description="One line per problem, naming the field.")
+
+
+class AppError(Exception):
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str | None = None,
+        *,
+        errors: Iterable[str] = (),
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.code = code
+        self.message = message or code.message
+        self.errors = list(errors)
+        self.headers = headers or {}
+        super().__init__(self.message)
+
+    @property
+    def status_code(self) -> int:
+        return self.code.status
+
+
+class BadRequest(AppError):
+    def __init__(
+        self, *errors: str, code: ErrorCode = ErrorCode.INVALID_PARAMETERS, message: str | None = None
+    ) -> None:
+        super().__init__(code, message, errors=errors)
+
+
+class Unauthenticated(AppError):
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            ErrorCode.UNAUTHENTICATED,
+            errors=[reason],
+            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+        )
+
+
+class Forbidden(AppError):
+    def __init__(self, reason: str, code: ErrorCode = ErrorCode.INSUFFICIENT_SCOPE) -> None:
+        super().__init__(code, errors=[reason])
+
+
+class NotFound(AppError):
+    def __init__(self, code: ErrorCode) -> None:
+        super().__init__(code)
+
+
+class Conflict(AppError):
+    def __init__(self, code: ErrorCode, reason: str) -> None:
+        super().__init__(code, errors=[reason])
+
+
+def transaction_id_of(scope_state: dict[str, Any]) -> str:
+    return str(scope_state.get("transaction_id", ""))
+
+
+def error_response(
+    code: ErrorCode,
+    transaction_id: str,
+    *,
+    message: str | None = None,
+    errors: Sequence[str] = (),
+    status_code: int | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    body = {
+        "errorCode": int(code),
+        "message": message or code.message,
+        "timestamp": format_utc(clock.now()),
+        "xTransactionId": transaction_id,
+        "errors": list(errors),
+    }
+    return json_response(body, status_code=status_code or code.status, headers=headers)
+
+
+# --- turning pydantic's validation errors into one readable line per problem -----------------
+
+_INPUT_SHOULD = re.compile(r"^(Input|Value) should (be|have) ")
+
+
+def field_name(loc: Sequence[int | str]) -> str:
+    """('body', 'payer', 'name') -> 'payer.name'; ('query', 'size') -> 'size'; lists as [i]."""
+    parts = list(loc[1:]) if loc and loc[0] in ("body", "query", "path", "header") else list(loc)
+    if loc and loc[0] == "body" and len(parts) == 1 and isinstance(parts[0], int):
+        parts = []  # a JSON decode error's position, not a field
+    name = ""
+    for part in parts:
+        if isinstance(part, int):
+            name += f"[{part}]"
+        else:
+            name += f".{part}" if name else str(part)
+    if not name:
+        return "body" if loc and loc[0] == "body" else "request"
+    return name
+
+
+def describe_validation_error(error: dict[str, Any]) -> str:
+    field = field_name(error.get("loc", ()))
+    kind = error.get("type", "")
+    ctx = error.get("ctx") or {}
+    message = str(error.get("msg", "is invalid"))
+    simple = {
+        "missing": "is required",
+        "json_invalid": "is not valid JSON",
+        "int_type": "must be an integer",
+        "int_parsing": "must be an integer",
+        "int_from_float": "must be an integer",
+        "bool_type": "must be a boolean (true or false)",
+        "bool_parsing": "must be a boolean (true or false)",
+        "string_type": "must be a string",
+        "decimal_type": "must be a number",
+        "decimal_parsing": "must be a number",
+        "float_type": "must be a number",
+        "float_parsing": "must be a number",
+        "finite_number": "must be a finite number",
+        "dict_type": "must be a JSON object",
+        "model_type": "must be a JSON object",
+        "model_attributes_type": "must be a JSON object",
+        "list_type": "must be a list",
+        "uuid_type": "must be a UUID",
+        "uuid_parsing": "must be a UUID",
+        "datetime_type": "must be an ISO 8601 timestamp",
+        "datetime_parsing": "must be an ISO 8601 timestamp such as 2026-01-15T10:30:00.000Z",
+        "datetime_from_date_parsing": (
+            "must be an ISO 8601 timestamp such as 2026-01-15T10:30:00.000Z"
+        ),
+        "extra_forbidden": "is not a known field",
+    }
+    if kind in simple:
+        text = simple[kind]
+    elif kind == "greater_than_equal":
+        text = f"must be greater than or equal to {ctx.get('ge')}"
+    elif kind == "greater_than":
+        text = f"must be greater than {ctx.get('gt')}"
+    elif kind == "less_than_equal":
+        text = f"must be less than or equal to {ctx.get('le')}"
+    elif kind == "less_than":
+        text = f"must be less than {ctx.get('lt')}"
+    elif kind == "string_too_short":
+        minimum = ctx.get("min_length")
+        text = "must not be empty" if minimum == 1 else f"must have at least {minimum} characters"
+    elif kind == "string_too_long":
+        text = f"must have at most {ctx.get('max_length')} characters"
+    elif kind == "decimal_max_places":
+        text = f"must have at most {ctx.get('decimal_places')} decimal places"
+    elif kind == "decimal_max_digits":
+        text = "has too many digits"
+    elif kind == "enum" or kind == "literal_error":
+        text = f"must be one of: {str(ctx.get('expected', '')).replace(' or ', ', ')}".replace(
+            "'", ""
+        )
+    elif kind == "value_error":
+        text = str(ctx.get("error", message)).removeprefix("Value error, ")
+    else:
+        text = _INPUT_SHOULD.sub(lambda m: f"must {m.group(2)} ", message)
+    return f"{field} {text}"
+
+
+def validation_lines(errors: Iterable[dict[str, Any]]) -> list[str]:
+    lines: list[str] = []
+    for error in errors:
+        line = describe_validation_error(error)
+        if line not in lines:
+            lines.append(line)
+    return lines
+
+
+# --- handlers ------------------------------------------------------------------------------------
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(AppError)
+    async def _app_error(request: Request, exc: AppError) -> Response:
+        return error_response(
+            exc.code,
+            transaction_id_of(request.scope.get("state", {})),
+            message=exc.message,
+            errors=exc.errors,
+            headers=exc.headers,
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+        errors = list(exc.errors())
+        code = ErrorCode.INVALID_PARAMETERS
+        if any(e.get("type") == "json_invalid" for e in errors):
+            code = ErrorCode.MALFORMED_BODY
+        elif any(field_name(e.get("loc", ())) == "x-transaction-id" for e in errors):
+            code = ErrorCode.INVALID_TRANSACTION_ID
+        return error_response(
+            code, transaction_id_of(request.scope.get("state", {})), errors=validation_lines(errors)
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        by_status = {
+            400: ErrorCode.MALFORMED_BODY,
+            404: ErrorCode.ROUTE_NOT_FOUND,
+            405: ErrorCode.METHOD_NOT_ALLOWED,
+            406: ErrorCode.NOT_ACCEPTABLE,
+            413: ErrorCode.PAYLOAD_TOO_LARGE,
+            415: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+            429: ErrorCode.RATE_LIMITED,
+            503: ErrorCode.UNAVAILABLE,
+        }
+        code = by_status.get(exc.status_code, ErrorCode.UNEXPECTED)
+        errors: list[str] = []
+        if exc.status_code == 404:
+            errors = [f"{request.method} {request.url.path[:200]} is not a route of this service"]
+        elif exc.status_code == 405:
+            errors = [f"{request.method} is not allowed on {request.url.path[:200]}"]
+        elif exc.status_code == 413:
+            errors = [str(exc.detail)]
+        return error_response(
+            code,
+            transaction_id_of(request.scope.get("state", {})),
+            errors=errors,
+            status_code=exc.status_code if exc.status_code >= 400 else 500,
+            headers=dict(exc.headers or {}),
+        )

@@ -1,0 +1,96 @@
+"""Structured logs: one JSON object per line on stdout, with secrets scrubbed before rendering.
+
+Every line logged while a request is handled carries its transaction id (structlog contextvars).
+Scrubbing is a last line of defence: code does not log secrets, and this processor masks any value
+under a secret-sounding key and any run of digits shaped like a card number.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import MutableMapping
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from tucano.clock import format_utc
+
+_SECRET_KEYS = re.compile(
+    r"secret|token|password|passwd|authorization|api[_-]?key|card[_-]?number|pan|cvv|cvc",
+    re.IGNORECASE,
+)
+# 13 to 19 digits, optionally grouped by spaces or dashes: the shapes a card number comes in.
+_CARD_NUMBER = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
+REDACTED = "[REDACTED]"
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return _CARD_NUMBER.sub(REDACTED, value)
+    if isinstance(value, dict):
+        return {k: REDACTED if _SECRET_KEYS.search(str(k)) else _scrub(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def scrub_secrets(
+    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    for key in list(event_dict):
+        if key in ("event", "timestamp", "level", "logger"):
+            event_dict[key] = _scrub(event_dict[key])
+        elif _SECRET_KEYS.search(key) and key != "transactionId":
+            event_dict[key] = REDACTED
+        else:
+            event_dict[key] = _scrub(event_dict[key])
+    return event_dict
+
+
+def add_timestamp(
+    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    event_dict["timestamp"] = format_utc(datetime.now(UTC))
+    return event_dict
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Route structlog and the standard library (uvicorn, alembic) into one JSON stream."""
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        add_timestamp,
+        structlog.processors.format_exc_info,
+        scrub_secrets,
+    ]
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared,
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.JSONRenderer(),
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = []
+        logger.propagate = True
+    # Alembic narrates every plugin it loads; keep its warnings only.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    # Our edge middleware writes the one line per request; uvicorn's access log would be a second.
+    logging.getLogger("uvicorn.access").disabled = True

@@ -1,0 +1,9 @@
+"""Every table of the service, imported in one place so Alembic and tests see the whole schema."""
+
+from tucano.auth.models import ApiClient, InstanceSecret
+from tucano.db import Base
+from tucano.webhooks.models import Webhook
+
+metadata = Base.metadata
+
+__all__ = ["ApiClient", "InstanceSecret", "Webhook", "metadata"]

@@ -1,0 +1,62 @@
+"""The Page shape of spec 2.2, shared by every list operation, and its `page`/`size` parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Generic, TypeVar
+
+from fastapi import Depends, Query
+
+from tucano.wire import ApiModel
+
+T = TypeVar("T")
+
+MAX_PAGE_SIZE = 100
+
+
+class Page(ApiModel, Generic[T]):
+    content: list[T]
+    total_elements: int
+    total_pages: int
+    size: int
+    number: int
+    first: bool
+    last: bool
+    empty: bool
+
+    @classmethod
+    def of(cls, content: Sequence[T], *, total: int, page: int, size: int) -> Page[T]:
+        total_pages = -(-total // size)
+        return cls(
+            content=list(content),
+            total_elements=total,
+            total_pages=total_pages,
+            size=size,
+            number=page,
+            first=page == 0,
+            last=page + 1 >= total_pages,
+            empty=len(content) == 0,
+        )
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    page: int
+    size: int
+
+    @property
+    def offset(self) -> int:
+        return self.page * self.size
+
+
+def page_request(
+    page: Annotated[int, Query(ge=0, description="Zero-based page number.")] = 0,
+    size: Annotated[
+        int, Query(ge=1, le=MAX_PAGE_SIZE, description=f"Page size, 1 to {MAX_PAGE_SIZE}.")
+    ] = 20,
+) -> PageRequest:
+    return PageRequest(page=page, size=size)
+
+
+PageParams = Annotated[PageRequest, Depends(page_request)]

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, Boolean, Index, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from tucano.db import Base, BigIntPK, UTCDateTime
+
+
+class Webhook(Base):
+    __tablename__ = "webhooks"
+    __table_args__ = (
+        # Listing (A1) and fan-out of an event both go by customer and event type.
+        Index("ix_webhooks_customer_event_type", "customer_id", "event_type", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    customer_id: Mapped[int] = mapped_column(BigInteger)
+    partner_id: Mapped[int | None] = mapped_column(BigInteger)
+    target_url: Mapped[str] = mapped_column(String(2048))
+    event_type: Mapped[str] = mapped_column(String(40))
+    is_active: Mapped[bool] = mapped_column(Boolean)
+    secret: Mapped[str] = mapped_column(String(64))
+    # After a rotation the old secret keeps signing beside the new one until this moment.
+    previous_secret: Mapped[str | None] = mapped_column(String(64))
+    previous_secret_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

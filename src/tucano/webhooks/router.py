@@ -1,0 +1,153 @@
+"""The webhook registration interface A1-A5 (spec 4.2) and the signing-secret operations."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from starlette.responses import Response
+
+from tucano.auth.deps import WebhookReader, WebhookWriter
+from tucano.clock import clock
+from tucano.db import SessionDep
+from tucano.http import JsonContent, error_responses, optional_transaction_id
+from tucano.pagination import Page, PageParams
+from tucano.webhooks import service
+from tucano.webhooks.events import EventType
+from tucano.webhooks.schemas import (
+    MAX_ID,
+    Webhook,
+    WebhookCreate,
+    WebhookCreated,
+    WebhookSecret,
+    WebhookUpdate,
+)
+from tucano.wire import DecimalJSONRoute, json_response
+
+router = APIRouter(
+    prefix="/webhook/v1",
+    tags=["webhooks"],
+    route_class=DecimalJSONRoute,
+    dependencies=[Depends(optional_transaction_id)],
+)
+
+WebhookId = Annotated[int, Path(alias="id", ge=1, le=MAX_ID, description="The webhookId.")]
+
+
+@router.get(
+    "/list",
+    summary="List webhooks (A1)",
+    response_model=Page[Webhook],
+    responses=error_responses(400, 401, 403),
+)
+async def list_webhooks(
+    caller: WebhookReader,
+    session: SessionDep,
+    page: PageParams,
+    event_type: Annotated[
+        EventType | None, Query(alias="eventType", description="Only this event type.")
+    ] = None,
+) -> Response:
+    rows, total = await service.list_webhooks(
+        session, customer_id=caller.customer_id, event_type=event_type, page=page
+    )
+    return json_response(
+        Page[Webhook].of([Webhook.of(r) for r in rows], total=total, page=page.page, size=page.size)
+    )
+
+
+@router.post(
+    "/create",
+    summary="Create a webhook (A2)",
+    response_model=WebhookCreated,
+    responses=error_responses(400, 401, 403, 413, 415),
+)
+async def create_webhook(
+    caller: WebhookWriter, _json: JsonContent, body: WebhookCreate, request: Request,
+    session: SessionDep,
+) -> Response:
+    webhook = await service.create_webhook(
+        session, caller=caller, data=body, settings=request.app.state.settings
+    )
+    await session.commit()
+    return json_response(WebhookCreated.of(webhook))
+
+
+@router.get(
+    "/{id}",
+    summary="Read a webhook (A3)",
+    response_model=Webhook,
+    responses=error_responses(400, 401, 403, 404),
+)
+async def get_webhook(caller: WebhookReader, webhook_id: WebhookId, session: SessionDep) -> Response:
+    webhook = await service.get_webhook(
+        session, customer_id=caller.customer_id, webhook_id=webhook_id
+    )
+    return json_response(Webhook.of(webhook))
+
+
+@router.put(
+    "/{id}",
+    summary="Update a webhook (A4)",
+    description="Fields sent replace the stored ones; fields left out keep their values.",
+    response_model=Webhook,
+    responses=error_responses(400, 401, 403, 404, 413, 415),
+)
+async def update_webhook(
+    caller: WebhookWriter,
+    _json: JsonContent,
+    webhook_id: WebhookId,
+    body: WebhookUpdate,
+    request: Request,
+    session: SessionDep,
+) -> Response:
+    webhook = await service.update_webhook(
+        session,
+        customer_id=caller.customer_id,
+        webhook_id=webhook_id,
+        data=body,
+        settings=request.app.state.settings,
+    )
+    await session.commit()
+    return json_response(Webhook.of(webhook))
+
+
+@router.delete(
+    "/{id}",
+    summary="Delete a webhook (A5)",
+    status_code=204,
+    response_class=Response,
+    responses=error_responses(400, 401, 403, 404),
+)
+async def delete_webhook(caller: WebhookWriter, webhook_id: WebhookId, session: SessionDep) -> Response:
+    await service.delete_webhook(session, customer_id=caller.customer_id, webhook_id=webhook_id)
+    await session.commit()
+    return Response(status_code=204)
+
+
+@router.get(
+    "/{id}/secret",
+    summary="Read a webhook's signing secret",
+    response_model=WebhookSecret,
+    responses=error_responses(400, 401, 403, 404),
+)
+async def get_secret(caller: WebhookReader, webhook_id: WebhookId, session: SessionDep) -> Response:
+    webhook = await service.get_webhook(
+        session, customer_id=caller.customer_id, webhook_id=webhook_id
+    )
+    return json_response(WebhookSecret.of(webhook, now=clock.now()))
+
+
+@router.post(
+    "/{id}/secret/rotate",
+    summary="Rotate a webhook's signing secret",
+    description="The previous secret keeps signing deliveries beside the new one for 24 hours.",
+    response_model=WebhookSecret,
+    responses=error_responses(400, 401, 403, 404),
+)
+async def rotate_secret(caller: WebhookWriter, webhook_id: WebhookId, session: SessionDep) -> Response:
+    webhook = await service.rotate_secret(
+        session, customer_id=caller.customer_id, webhook_id=webhook_id
+    )
+    await session.commit()
+    return json_response(WebhookSecret.of(webhook, now=clock.now()))

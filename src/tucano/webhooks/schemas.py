@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import Field, StrictBool, StrictInt, field_validator
+
+from tucano.webhooks.events import EventType
+from tucano.webhooks.models import Webhook as WebhookRow
+from tucano.webhooks.url_safety import MAX_URL_LENGTH
+from tucano.wire import ApiModel, UtcTimestamp
+
+MAX_ID = 2**63 - 1
+PartnerId = Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
+TargetUrl = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_URL_LENGTH,
+        description="Absolute https URL (http only in sandbox), no credentials, public host.",
+        examples=["https://merchant.example.com/webhooks/tucano"],
+    ),
+]
+
+
+class WebhookCreate(ApiModel):
+    partner_id: PartnerId | None = Field(
+        default=None, description="Defaults to the partner of the calling client, if any."
+    )
+    target_url: TargetUrl
+    event_type: EventType
+    is_active: StrictBool = Field(default=True, description="Defaults to true.")
+
+
+class WebhookUpdate(ApiModel):
+    """Fields sent replace the stored ones; fields left out keep their values."""
+
+    partner_id: PartnerId | None = None
+    target_url: TargetUrl | None = None
+    event_type: EventType | None = None
+    is_active: StrictBool | None = None
+
+    @field_validator("target_url", "event_type", "is_active", mode="before")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        if value is None:
+            raise ValueError("must not be null")
+        return value
+
+
+class Webhook(ApiModel):
+    webhook_id: int
+    customer_id: int
+    partner_id: int | None
+    target_url: str
+    event_type: EventType
+    is_active: bool
+
+    @classmethod
+    def of(cls, row: WebhookRow) -> Webhook:
+        return cls(
+            webhook_id=row.id,
+            customer_id=row.customer_id,
+            partner_id=row.partner_id,
+            target_url=row.target_url,
+            event_type=EventType(row.event_type),
+            is_active=row.is_active,
+        )
+
+
+class WebhookCreated(Webhook):
+    secret: str = Field(
+        description="Signing secret (whsec_...) for verifying deliveries (Standard Webhooks)."
+    )
+
+    @classmethod
+    def of(cls, row: WebhookRow) -> WebhookCreated:
+        return cls(**Webhook.of(row).model_dump(), secret=row.secret)
+
+
+class WebhookSecret(ApiModel):
+    secret: str = Field(description="The current signing secret.")
+    previous_secret_expires_at: UtcTimestamp | None = Field(
+        default=None,
+        description="Until this moment deliveries are also signed with the previous secret.",
+    )
+
+    @classmethod
+    def of(cls, row: WebhookRow, *, now: datetime) -> WebhookSecret:
+        expires = row.previous_secret_expires_at
+        return cls(
+            secret=row.secret,
+            previous_secret_expires_at=expires if expires is not None and expires > now else None,
+        )

@@ -1,0 +1,134 @@
+"""Webhook registrations of one customer: create, read, list, update, delete, secrets."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from collections.abc import Sequence
+from datetime import timedelta
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from tucano.auth.tokens import Principal
+from tucano.clock import clock
+from tucano.config import Settings
+from tucano.errors import BadRequest, ErrorCode, NotFound
+from tucano.pagination import PageRequest
+from tucano.webhooks.events import EventType
+from tucano.webhooks.models import Webhook
+from tucano.webhooks.schemas import WebhookCreate, WebhookUpdate
+from tucano.webhooks.url_safety import TargetRefused, check_target_url
+
+# How long a replaced signing secret keeps signing beside the new one.
+SECRET_ROTATION_GRACE = timedelta(hours=24)
+
+
+def new_signing_secret() -> str:
+    return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+async def check_target(url: str, settings: Settings) -> None:
+    """Refuse (400) a target URL that is malformed or points at a non-public address."""
+    try:
+        await check_target_url(
+            url,
+            allow_http=settings.is_sandbox,
+            allowed_networks=settings.webhook_allowed_networks,
+            dns_timeout=settings.dns_timeout_seconds,
+        )
+    except TargetRefused as exc:
+        raise BadRequest(f"targetUrl {exc}", code=ErrorCode.WEBHOOK_TARGET_REFUSED) from None
+
+
+async def list_webhooks(
+    session: AsyncSession,
+    *,
+    customer_id: int,
+    event_type: EventType | None,
+    page: PageRequest,
+) -> tuple[Sequence[Webhook], int]:
+    condition = [Webhook.customer_id == customer_id]
+    if event_type is not None:
+        condition.append(Webhook.event_type == event_type.value)
+    total = await session.scalar(select(func.count()).select_from(Webhook).where(*condition)) or 0
+    if page.offset >= total:
+        return [], total
+    rows = await session.scalars(
+        select(Webhook).where(*condition).order_by(Webhook.id).offset(page.offset).limit(page.size)
+    )
+    return rows.all(), total
+
+
+async def get_webhook(session: AsyncSession, *, customer_id: int, webhook_id: int) -> Webhook:
+    """The customer's webhook; another customer's is answered exactly like a missing one."""
+    webhook = await session.scalar(
+        select(Webhook).where(Webhook.id == webhook_id, Webhook.customer_id == customer_id)
+    )
+    if webhook is None:
+        raise NotFound(ErrorCode.WEBHOOK_NOT_FOUND)
+    return webhook
+
+
+async def create_webhook(
+    session: AsyncSession, *, caller: Principal, data: WebhookCreate, settings: Settings
+) -> Webhook:
+    await check_target(data.target_url, settings)
+    now = clock.now()
+    webhook = Webhook(
+        customer_id=caller.customer_id,
+        partner_id=data.partner_id if data.partner_id is not None else caller.partner_id,
+        target_url=data.target_url,
+        event_type=data.event_type.value,
+        is_active=data.is_active,
+        secret=new_signing_secret(),
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(webhook)
+    await session.flush()
+    return webhook
+
+
+async def update_webhook(
+    session: AsyncSession,
+    *,
+    customer_id: int,
+    webhook_id: int,
+    data: WebhookUpdate,
+    settings: Settings,
+) -> Webhook:
+    if data.target_url is not None:
+        await check_target(data.target_url, settings)
+    webhook = await get_webhook(session, customer_id=customer_id, webhook_id=webhook_id)
+    sent = data.model_fields_set
+    if "partner_id" in sent:
+        webhook.partner_id = data.partner_id
+    if data.target_url is not None:
+        webhook.target_url = data.target_url
+    if data.event_type is not None:
+        webhook.event_type = data.event_type.value
+    if data.is_active is not None:
+        webhook.is_active = data.is_active
+    webhook.updated_at = clock.now()
+    await session.flush()
+    return webhook
+
+
+async def delete_webhook(session: AsyncSession, *, customer_id: int, webhook_id: int) -> None:
+    result = await session.execute(
+        delete(Webhook).where(Webhook.id == webhook_id, Webhook.customer_id == customer_id)
+    )
+    if getattr(result, "rowcount", 0) == 0:
+        raise NotFound(ErrorCode.WEBHOOK_NOT_FOUND)
+
+
+async def rotate_secret(session: AsyncSession, *, customer_id: int, webhook_id: int) -> Webhook:
+    webhook = await get_webhook(session, customer_id=customer_id, webhook_id=webhook_id)
+    now = clock.now()
+    webhook.previous_secret = webhook.secret
+    webhook.previous_secret_expires_at = now + SECRET_ROTATION_GRACE
+    webhook.secret = new_signing_secret()
+    webhook.updated_at = now
+    await session.flush()
+    return webhook

@@ -1,0 +1,222 @@
+"""Which webhook targets Tucano may POST to: the SSRF guard, used at registration and at delivery.
+
+A target must be an absolute http(s) URL without credentials whose host is, or resolves only to,
+public addresses. "Public" is decided on the address itself, after undoing the spellings that
+hide one address inside another: legacy IPv4 forms (`2130706433`, `0x7f.1`, `127.1`), IPv4-mapped
+and -compatible IPv6, NAT64, 6to4 and Teredo. Networks in TUCANO_WEBHOOK_ALLOWED_NETWORKS are let
+through, for local development.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import re
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import SplitResult, urlsplit
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+MAX_URL_LENGTH = 2048
+
+_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# Names that never point anywhere a merchant's receiver lives, refused without asking DNS.
+_SPECIAL_SUFFIXES = (".localhost", ".local", ".internal", ".home.arpa", ".localdomain")
+_SPECIAL_NAMES = {"localhost", "metadata", "instance-data", "metadata.google.internal"}
+_LEGACY_IPV4 = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}$", re.IGNORECASE)
+_HOSTNAME_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$", re.IGNORECASE)
+
+
+class TargetRefused(ValueError):
+    """The URL may not receive webhooks; the message is safe to show to the merchant."""
+
+
+@dataclass(frozen=True)
+class TargetUrl:
+    url: str
+    scheme: str
+    host: str  # lower-case, no brackets, no trailing dot
+    port: int
+    literal_ip: IPAddress | None
+
+
+def parse_legacy_ipv4(host: str) -> ipaddress.IPv4Address | None:
+    """Read IPv4 as inet_aton does: 1 to 4 parts, each decimal, octal (0...) or hex (0x...)."""
+    if not _LEGACY_IPV4.match(host):
+        return None
+    parts: list[int] = []
+    for part in host.split("."):
+        lowered = part.lower()
+        if lowered.startswith("0x"):
+            value = int(lowered[2:] or "0", 16)
+        elif len(part) > 1 and part.startswith("0"):
+            if not all(c in "01234567" for c in part):
+                return None
+            value = int(part, 8)
+        else:
+            value = int(part)
+        parts.append(value)
+    *head, last = parts
+    if any(p > 255 for p in head) or last >= 256 ** (4 - len(head)):
+        return None
+    number = 0
+    for p in head:
+        number = number * 256 + p
+    number = number * 256 ** (4 - len(head)) + last
+    return ipaddress.IPv4Address(number)
+
+
+def literal_address(host: str) -> IPAddress | None:
+    """The address a host names by itself, in any spelling a resolver would accept, or None."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    if "%" in host:  # IPv6 with a zone id: fe80::1%eth0
+        try:
+            return ipaddress.ip_address(host.split("%", 1)[0])
+        except ValueError:
+            return None
+    return parse_legacy_ipv4(host)
+
+
+def embedded_addresses(address: IPAddress) -> list[IPAddress]:
+    """The address itself plus every IPv4 address an IPv6 address carries inside it."""
+    found: list[IPAddress] = [address]
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            found.append(address.ipv4_mapped)
+        if address.sixtofour is not None:
+            found.append(address.sixtofour)
+        if address.teredo is not None:
+            found.extend(address.teredo)
+        if any(address in net for net in _NAT64) or (
+            address in _IPV4_COMPATIBLE and int(address) > 1
+        ):
+            found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return found
+
+
+def is_public_address(address: IPAddress) -> bool:
+    """True only for a globally routable unicast address (and everything it embeds)."""
+    for candidate in embedded_addresses(address):
+        if (
+            not candidate.is_global
+            or candidate.is_multicast
+            or candidate.is_private
+            or candidate.is_loopback
+            or candidate.is_link_local
+            or candidate.is_reserved
+            or candidate.is_unspecified
+            or (isinstance(candidate, ipaddress.IPv4Address) and candidate in _CGNAT)
+        ):
+            return False
+    return True
+
+
+def is_allowed_address(address: IPAddress, allowed_networks: Sequence[IPNetwork]) -> bool:
+    if any(address in network for network in allowed_networks):
+        return True
+    return is_public_address(address)
+
+
+def parse_target_url(url: str, *, allow_http: bool) -> TargetUrl:
+    """Check the form of a target URL (no network): raises TargetRefused saying what is wrong."""
+    if len(url) > MAX_URL_LENGTH:
+        raise TargetRefused(f"must have at most {MAX_URL_LENGTH} characters")
+    if not url.isascii() or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        raise TargetRefused(
+            "must be ASCII without spaces (write international domain names as xn--)"
+        )
+    if "\\" in url:
+        raise TargetRefused("must not contain backslashes")
+    try:
+        parts: SplitResult = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise TargetRefused("is not a valid URL") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.netloc:
+        raise TargetRefused("must be an absolute https URL, such as https://example.com/webhooks")
+    if scheme == "http" and not allow_http:
+        raise TargetRefused("must use https (plain http is accepted only in the sandbox)")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise TargetRefused("must not contain credentials (user:password@)")
+    host = (parts.hostname or "").rstrip(".")
+    if not host:
+        raise TargetRefused("must name a host")
+    if port == 0:
+        raise TargetRefused("must not use port 0")
+    address = literal_address(host)
+    if address is None:
+        labels = host.split(".")
+        if len(host) > 253 or not all(_HOSTNAME_LABEL.match(label) for label in labels):
+            raise TargetRefused("does not have a valid host name")
+    return TargetUrl(
+        url=url,
+        scheme=scheme,
+        host=host.lower(),
+        port=port or (443 if scheme == "https" else 80),
+        literal_ip=address,
+    )
+
+
+def refuse_unless_allowed(
+    host: str, addresses: Sequence[IPAddress], allowed_networks: Sequence[IPNetwork]
+) -> None:
+    for address in addresses:
+        if not is_allowed_address(address, allowed_networks):
+            shown = "" if str(address) == host else f" ({address})"
+            raise TargetRefused(
+                f"host {host}{shown} is not a public address; webhooks are only sent to public "
+                "hosts (see TUCANO_WEBHOOK_ALLOWED_NETWORKS for local development)"
+            )
+
+
+async def resolve_addresses(host: str, port: int, *, timeout: float) -> list[IPAddress]:
+    """Every address the host resolves to (TCP), empty when it does not resolve."""
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await asyncio.wait_for(
+            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout=timeout
+        )
+    except (TimeoutError, socket.gaierror, UnicodeError, OSError):
+        return []
+    addresses: list[IPAddress] = []
+    for _family, _type, _proto, _canon, sockaddr in infos:
+        address = literal_address(str(sockaddr[0]))
+        if address is not None and address not in addresses:
+            addresses.append(address)
+    return addresses
+
+
+def is_special_name(host: str) -> bool:
+    return host in _SPECIAL_NAMES or host.endswith(_SPECIAL_SUFFIXES)
+
+
+async def check_target_url(
+    url: str,
+    *,
+    allow_http: bool,
+    allowed_networks: Sequence[IPNetwork],
+    dns_timeout: float,
+) -> TargetUrl:
+    """Registration-time check: form, then every resolved address.
+
+    A name that does not resolve (yet) is accepted, since DNS is checked again before each
+    delivery; a special-use name (localhost, *.internal, ...) must resolve into an allowed network.
+    """
+    target = parse_target_url(url, allow_http=allow_http)
+    if target.literal_ip is not None:
+        refuse_unless_allowed(target.host, [target.literal_ip], allowed_networks)
+        return target
+    addresses = await resolve_addresses(target.host, target.port, timeout=dns_timeout)
+    if not addresses and is_special_name(target.host):
+        raise TargetRefused(f"host {target.host} is not a public host name")
+    refuse_unless_allowed(target.host, addresses, allowed_networks)
+    return target
