@@ -95,7 +95,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components.pop("HTTPValidationError", None)
     components.pop("ValidationError", None)
-    components["ErrorBody"] = ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")
+    components["ErrorBody"] = ErrorBody.model_json_schema(
+        ref_template="#/components/schemas/{model}"
+    )
     error_ref = {
         "description": "Invalid body, parameter or header.",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 from typing import Annotated, NoReturn
 
@@ -39,7 +40,7 @@ def _migrate(settings: Settings) -> None:
 
     try:
         upgrade(settings.database_url)
-    except Exception as exc:  # noqa: BLE001 - a CLI reports, it does not dump a traceback
+    except Exception as exc:
         _fail(f"could not migrate the database: {type(exc).__name__}: {str(exc).splitlines()[0]}")
 
 
@@ -47,9 +48,7 @@ def _migrate(settings: Settings) -> None:
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.", min=0, max=65535)] = 8000,
-    migrate: Annotated[
-        bool, typer.Option(help="Apply pending migrations before starting.")
-    ] = True,
+    migrate: Annotated[bool, typer.Option(help="Apply pending migrations before starting.")] = True,
 ) -> None:
     """Run the API (and the background loops) in one process."""
     import uvicorn
@@ -61,6 +60,7 @@ def serve(
     configure_logging(settings.log_level)
     if migrate:
         _migrate(settings)
+    _exit_cleanly_after_sigterm()
     uvicorn.run(
         create_app(settings),
         host=host,
@@ -85,8 +85,12 @@ def migrate_command() -> None:
 
 @clients_app.command("create")
 def create_client_command(
-    customer_id: Annotated[int, typer.Option("--customer-id", help="Customer the client acts for.", min=1)],
-    partner_id: Annotated[int | None, typer.Option("--partner-id", help="Partner, if any.", min=1)] = None,
+    customer_id: Annotated[
+        int, typer.Option("--customer-id", help="Customer the client acts for.", min=1)
+    ],
+    partner_id: Annotated[
+        int | None, typer.Option("--partner-id", help="Partner, if any.", min=1)
+    ] = None,
     scope: Annotated[
         list[str] | None,
         typer.Option(
@@ -114,7 +118,11 @@ def create_client_command(
         try:
             async with database.session() as session:
                 client, secret = await create_client(
-                    session, customer_id=customer_id, partner_id=partner_id, scopes=scopes, name=name
+                    session,
+                    customer_id=customer_id,
+                    partner_id=partner_id,
+                    scopes=scopes,
+                    name=name,
                 )
                 await session.commit()
         finally:
@@ -129,6 +137,12 @@ def create_client_command(
         }
 
     typer.echo(json.dumps(asyncio.run(run())))
+
+
+def _exit_cleanly_after_sigterm() -> None:
+    """uvicorn shuts down gracefully on SIGTERM and then re-raises the signal to the handler that
+    was there before it; make that handler a clean exit, so a graceful stop exits with 0."""
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
 
 
 def _safe_url(url: str) -> str:

@@ -12,11 +12,15 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
-
 from sqlalchemy import BigInteger, DateTime, Integer, MetaData, event
 from sqlalchemy.engine import Dialect
 from sqlalchemy.engine.url import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.types import TypeDecorator
 
@@ -115,7 +119,7 @@ class Database:
 
 
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
-    """One session per request; the endpoint commits what it writes, anything else is rolled back."""
+    """One session per request; the endpoint commits what it writes, the rest is rolled back."""
     database: Database = request.app.state.database
     async with database.session() as session:
         yield session

@@ -53,7 +53,11 @@ class EdgeMiddleware:
                 response["status"] = message["status"]
                 response["started"] = True
                 message["headers"] = [
-                    *[(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-transaction-id"],
+                    *[
+                        (k, v)
+                        for k, v in message.get("headers", [])
+                        if k.lower() != b"x-transaction-id"
+                    ],
                     (b"x-transaction-id", transaction_id.encode()),
                 ]
             await send(message)

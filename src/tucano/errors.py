@@ -24,6 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from tucano.clock import clock, format_utc
 from tucano.wire import ApiModel, json_response
@@ -37,8 +38,8 @@ class ErrorCode(IntEnum):
     def __new__(cls, value: int, status: int, message: str) -> ErrorCode:
         member = int.__new__(cls, value)
         member._value_ = value
-        member.status = status  # type: ignore[attr-defined]
-        member.message = message  # type: ignore[attr-defined]
+        member.status = status
+        member.message = message
         return member
 
     status: int
@@ -51,18 +52,12 @@ class ErrorCode(IntEnum):
     ROUTE_NOT_FOUND = 20, 404, "No such route"
     METHOD_NOT_ALLOWED = 21, 405, "Method not allowed on this route"
     WEBHOOK_NOT_FOUND = 22, 404, "Webhook not found"
-    PAYMENT_LINK_NOT_FOUND = 23, 404, "Payment link not found"
     INVALID_PARAMETERS = 36, 400, "Invalid request parameters"
     MALFORMED_BODY = 37, 400, "Malformed request body"
     INVALID_TRANSACTION_ID = 38, 400, "Missing or invalid x-transaction-id header"
     WEBHOOK_TARGET_REFUSED = 39, 400, "Webhook target URL refused"
     PAYLOAD_TOO_LARGE = 41, 413, "Request body too large"
     UNSUPPORTED_MEDIA_TYPE = 42, 415, "Unsupported content type"
-    IDEMPOTENCY_CONFLICT = 43, 409, "x-transaction-id already used with a different request"
-    PAYMENT_LINK_NOT_PAYABLE = 44, 409, "Payment link cannot be paid"
-    SANDBOX_ONLY = 45, 403, "Only available in the sandbox environment"
-    RATE_LIMITED = 46, 429, "Too many requests"
-    NOT_ACCEPTABLE = 47, 406, "None of the accepted media types can be produced"
 
 
 class ErrorBody(ApiModel):
@@ -109,7 +104,10 @@ class AppError(Exception):
 
 class BadRequest(AppError):
     def __init__(
-        self, *errors: str, code: ErrorCode = ErrorCode.INVALID_PARAMETERS, message: str | None = None
+        self,
+        *errors: str,
+        code: ErrorCode = ErrorCode.INVALID_PARAMETERS,
+        message: str | None = None,
     ) -> None:
         super().__init__(code, message, errors=errors)
 
@@ -256,6 +254,16 @@ def validation_lines(errors: Iterable[dict[str, Any]]) -> list[str]:
 # --- handlers ------------------------------------------------------------------------------------
 
 
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves on this path (Starlette names only the first route's)."""
+    allowed = []
+    for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
+        probe = {**request.scope, "method": method}
+        if any(route.matches(probe)[0] is Match.FULL for route in request.app.router.routes):
+            allowed.append(method)
+    return allowed
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(AppError)
     async def _app_error(request: Request, exc: AppError) -> Response:
@@ -285,18 +293,18 @@ def install_error_handlers(app: FastAPI) -> None:
             400: ErrorCode.MALFORMED_BODY,
             404: ErrorCode.ROUTE_NOT_FOUND,
             405: ErrorCode.METHOD_NOT_ALLOWED,
-            406: ErrorCode.NOT_ACCEPTABLE,
             413: ErrorCode.PAYLOAD_TOO_LARGE,
             415: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-            429: ErrorCode.RATE_LIMITED,
             503: ErrorCode.UNAVAILABLE,
         }
         code = by_status.get(exc.status_code, ErrorCode.UNEXPECTED)
         errors: list[str] = []
+        headers = dict(exc.headers or {})
         if exc.status_code == 404:
             errors = [f"{request.method} {request.url.path[:200]} is not a route of this service"]
         elif exc.status_code == 405:
             errors = [f"{request.method} is not allowed on {request.url.path[:200]}"]
+            headers = {"Allow": ", ".join(_allowed_methods(request))}
         elif exc.status_code == 413:
             errors = [str(exc.detail)]
         return error_response(
@@ -304,5 +312,5 @@ def install_error_handlers(app: FastAPI) -> None:
             transaction_id_of(request.scope.get("state", {})),
             errors=errors,
             status_code=exc.status_code if exc.status_code >= 400 else 500,
-            headers=dict(exc.headers or {}),
+            headers=headers,
         )

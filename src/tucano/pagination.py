@@ -13,6 +13,8 @@ from tucano.wire import ApiModel
 T = TypeVar("T")
 
 MAX_PAGE_SIZE = 100
+# Far beyond any real listing, and keeps page * size inside a 64-bit SQL OFFSET.
+MAX_PAGE_NUMBER = 2**31 - 1
 
 
 class Page(ApiModel, Generic[T]):
@@ -51,7 +53,9 @@ class PageRequest:
 
 
 def page_request(
-    page: Annotated[int, Query(ge=0, description="Zero-based page number.")] = 0,
+    page: Annotated[
+        int, Query(ge=0, le=MAX_PAGE_NUMBER, description="Zero-based page number.")
+    ] = 0,
     size: Annotated[
         int, Query(ge=1, le=MAX_PAGE_SIZE, description=f"Page size, 1 to {MAX_PAGE_SIZE}.")
     ] = 20,

@@ -25,7 +25,9 @@ async def current_principal(
 ) -> Principal:
     header = request.headers.get("authorization")
     if not header:
-        raise Unauthenticated("the Authorization header is missing; send Authorization: Bearer <token>")
+        raise Unauthenticated(
+            "the Authorization header is missing; send Authorization: Bearer <token>"
+        )
     scheme, _, token = header.strip().partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token or " " in token:

@@ -26,7 +26,7 @@ class ApiClient(Base):
 
 
 class InstanceSecret(Base):
-    """Secrets the service generates for itself (the sandbox signing key when none is configured)."""
+    """Secrets the service makes for itself (the sandbox signing key, when none is configured)."""
 
     __tablename__ = "instance_secrets"
 

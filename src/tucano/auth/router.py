@@ -21,7 +21,9 @@ from tucano.wire import json_response
 router = APIRouter(prefix="/oauth/v1", tags=["authentication"])
 
 _NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
-OAuthErrorCode = Literal["invalid_request", "invalid_client", "unsupported_grant_type", "invalid_scope"]
+OAuthErrorCode = Literal[
+    "invalid_request", "invalid_client", "unsupported_grant_type", "invalid_scope"
+]
 
 
 def _oauth_error(error: OAuthErrorCode, description: str) -> Response:
@@ -62,11 +64,11 @@ def _basic_credentials(header: str) -> tuple[str, str] | None:
 async def issue_token(request: Request, session: SessionDep) -> Response:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "application/x-www-form-urlencoded":
-        return _oauth_error(
-            "invalid_request", "the body must be application/x-www-form-urlencoded"
-        )
+        return _oauth_error("invalid_request", "the body must be application/x-www-form-urlencoded")
     try:
-        pairs = parse_qsl((await request.body()).decode(), keep_blank_values=True, strict_parsing=False)
+        pairs = parse_qsl(
+            (await request.body()).decode(), keep_blank_values=True, strict_parsing=False
+        )
     except UnicodeDecodeError:
         return _oauth_error("invalid_request", "the body is not valid UTF-8")
     form: dict[str, str] = {}
@@ -90,7 +92,8 @@ async def issue_token(request: Request, session: SessionDep) -> Response:
             basic = _basic_credentials(authorization)
         except ValueError as exc:
             return _oauth_error("invalid_client", str(exc))
-    if basic and ("client_id" in form and form["client_id"] != basic[0] or "client_secret" in form):
+    # RFC 6749 2.3: one authentication method per request (client_id alone may repeat Basic).
+    if basic and ("client_secret" in form or form.get("client_id", basic[0]) != basic[0]):
         return _oauth_error(
             "invalid_request", "send the client credentials either in the body or with HTTP Basic"
         )

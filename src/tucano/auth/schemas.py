@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 
 class TokenResponse(BaseModel):
     access_token: str
-    token_type: Literal["Bearer"] = "Bearer"
+    token_type: Literal["Bearer"] = "Bearer"  # noqa: S105 - the scheme name, not a secret
     expires_in: int = Field(description="Seconds until the token expires.")
     scope: str = Field(description="Space-separated scopes the token carries.")
 
@@ -25,16 +25,16 @@ TOKEN_REQUEST_BODY = {
         "application/x-www-form-urlencoded": {
             "schema": {
                 "type": "object",
-                "required": ["grant_type"],
+                "required": ["grant_type", "client_id", "client_secret"],
                 "properties": {
                     "grant_type": {"type": "string", "enum": ["client_credentials"]},
                     "client_id": {
                         "type": "string",
-                        "description": "Required unless sent with HTTP Basic authentication.",
+                        "description": "Or send both with HTTP Basic authentication instead.",
                     },
                     "client_secret": {
                         "type": "string",
-                        "description": "Required unless sent with HTTP Basic authentication.",
+                        "description": "Or send both with HTTP Basic authentication instead.",
                     },
                     "scope": {
                         "type": "string",

@@ -51,13 +51,11 @@ class InvalidToken(Exception):
 
 
 def derive_key(secret_key: bytes, purpose: str) -> bytes:
-    """A separate key per use of the service secret, so a token of one kind never passes as another."""
+    """One key per use of the service secret: a token of one kind never passes as another."""
     return hmac.new(secret_key, purpose.encode(), hashlib.sha256).digest()
 
 
-def encode_access_token(
-    principal: Principal, *, key: bytes, now: datetime, ttl: timedelta
-) -> str:
+def encode_access_token(principal: Principal, *, key: bytes, now: datetime, ttl: timedelta) -> str:
     claims = {
         "iss": ISSUER,
         "aud": AUDIENCE,
@@ -81,12 +79,20 @@ def decode_access_token(token: str, *, key: bytes, now: datetime) -> Principal:
             audience=AUDIENCE,
             issuer=ISSUER,
             # Expiry is checked below against tucano's clock, not the library's.
-            options={"require": ["exp", "iat", "sub", "cid"], "verify_exp": False, "verify_iat": False},
+            options={
+                "require": ["exp", "iat", "sub", "cid"],
+                "verify_exp": False,
+                "verify_iat": False,
+            },
         )
     except jwt.InvalidTokenError as exc:
         raise InvalidToken("the access token is malformed or its signature is invalid") from exc
     exp, cid, pid = claims.get("exp"), claims.get("cid"), claims.get("pid")
-    if not isinstance(exp, int) or not isinstance(cid, int) or not (pid is None or isinstance(pid, int)):
+    if (
+        not isinstance(exp, int)
+        or not isinstance(cid, int)
+        or not (pid is None or isinstance(pid, int))
+    ):
         raise InvalidToken("the access token is malformed or its signature is invalid")
     if now.timestamp() >= exp:
         raise InvalidToken("the access token has expired")

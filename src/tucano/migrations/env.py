@@ -23,7 +23,9 @@ def _run(connection: Connection) -> None:
     )
     with context.begin_transaction():
         if connection.dialect.name == "postgresql":
-            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+            connection.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
+            )
         context.run_migrations()
 
 
@@ -37,7 +39,9 @@ async def _run_async(url: str) -> None:
         await engine.dispose()
 
 
-url = context.config.attributes.get("database_url") or context.config.get_main_option("sqlalchemy.url")
+url: str = context.config.attributes.get("database_url") or str(
+    context.config.get_main_option("sqlalchemy.url")
+)
 if context.is_offline_mode():
     context.configure(url=url, target_metadata=metadata, literal_binds=True)
     with context.begin_transaction():

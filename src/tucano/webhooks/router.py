@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
+from starlette.convertors import StringConvertor, register_url_convertor
 from starlette.responses import Response
 
 from tucano.auth.deps import WebhookReader, WebhookWriter
@@ -23,6 +24,16 @@ from tucano.webhooks.schemas import (
     WebhookUpdate,
 )
 from tucano.wire import DecimalJSONRoute, json_response
+
+
+class _WebhookIdConvertor(StringConvertor):
+    """A path segment that is not one of the fixed words of this interface, so that
+    `GET /create` is a 405 rather than a webhook id that is not a number."""
+
+    regex = r"(?!(?:list|create|test-events)(?:/|$))[^/]+"
+
+
+register_url_convertor("webhook_id", _WebhookIdConvertor())
 
 router = APIRouter(
     prefix="/webhook/v1",
@@ -63,7 +74,10 @@ async def list_webhooks(
     responses=error_responses(400, 401, 403, 413, 415),
 )
 async def create_webhook(
-    caller: WebhookWriter, _json: JsonContent, body: WebhookCreate, request: Request,
+    caller: WebhookWriter,
+    _json: JsonContent,
+    body: WebhookCreate,
+    request: Request,
     session: SessionDep,
 ) -> Response:
     webhook = await service.create_webhook(
@@ -74,12 +88,14 @@ async def create_webhook(
 
 
 @router.get(
-    "/{id}",
+    "/{id:webhook_id}",
     summary="Read a webhook (A3)",
     response_model=Webhook,
     responses=error_responses(400, 401, 403, 404),
 )
-async def get_webhook(caller: WebhookReader, webhook_id: WebhookId, session: SessionDep) -> Response:
+async def get_webhook(
+    caller: WebhookReader, webhook_id: WebhookId, session: SessionDep
+) -> Response:
     webhook = await service.get_webhook(
         session, customer_id=caller.customer_id, webhook_id=webhook_id
     )
@@ -87,7 +103,7 @@ async def get_webhook(caller: WebhookReader, webhook_id: WebhookId, session: Ses
 
 
 @router.put(
-    "/{id}",
+    "/{id:webhook_id}",
     summary="Update a webhook (A4)",
     description="Fields sent replace the stored ones; fields left out keep their values.",
     response_model=Webhook,
@@ -113,20 +129,22 @@ async def update_webhook(
 
 
 @router.delete(
-    "/{id}",
+    "/{id:webhook_id}",
     summary="Delete a webhook (A5)",
     status_code=204,
     response_class=Response,
     responses=error_responses(400, 401, 403, 404),
 )
-async def delete_webhook(caller: WebhookWriter, webhook_id: WebhookId, session: SessionDep) -> Response:
+async def delete_webhook(
+    caller: WebhookWriter, webhook_id: WebhookId, session: SessionDep
+) -> Response:
     await service.delete_webhook(session, customer_id=caller.customer_id, webhook_id=webhook_id)
     await session.commit()
     return Response(status_code=204)
 
 
 @router.get(
-    "/{id}/secret",
+    "/{id:webhook_id}/secret",
     summary="Read a webhook's signing secret",
     response_model=WebhookSecret,
     responses=error_responses(400, 401, 403, 404),
@@ -139,13 +157,15 @@ async def get_secret(caller: WebhookReader, webhook_id: WebhookId, session: Sess
 
 
 @router.post(
-    "/{id}/secret/rotate",
+    "/{id:webhook_id}/secret/rotate",
     summary="Rotate a webhook's signing secret",
     description="The previous secret keeps signing deliveries beside the new one for 24 hours.",
     response_model=WebhookSecret,
     responses=error_responses(400, 401, 403, 404),
 )
-async def rotate_secret(caller: WebhookWriter, webhook_id: WebhookId, session: SessionDep) -> Response:
+async def rotate_secret(
+    caller: WebhookWriter, webhook_id: WebhookId, session: SessionDep
+) -> Response:
     webhook = await service.rotate_secret(
         session, customer_id=caller.customer_id, webhook_id=webhook_id
     )

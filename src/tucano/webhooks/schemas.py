@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field, StrictBool, StrictInt, field_validator
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator
 
 from tucano.webhooks.events import EventType
 from tucano.webhooks.models import Webhook as WebhookRow
@@ -18,6 +18,7 @@ TargetUrl = Annotated[
         min_length=1,
         max_length=MAX_URL_LENGTH,
         description="Absolute https URL (http only in sandbox), no credentials, public host.",
+        json_schema_extra={"format": "uri", "pattern": "^https?://"},
         examples=["https://merchant.example.com/webhooks/tucano"],
     ),
 ]
@@ -32,10 +33,23 @@ class WebhookCreate(ApiModel):
     is_active: StrictBool = Field(default=True, description="Defaults to true.")
 
 
+def _not_nullable_in_schema(schema: dict[str, Any]) -> None:
+    """Document targetUrl, eventType and isActive of an update as optional but never null."""
+    for name in ("targetUrl", "eventType", "isActive"):
+        prop = schema["properties"][name]
+        options = [o for o in prop.pop("anyOf", []) if o.get("type") != "null"]
+        if len(options) == 1:
+            prop.update(options[0])
+        prop.pop("default", None)
+
+
 class WebhookUpdate(ApiModel):
     """Fields sent replace the stored ones; fields left out keep their values."""
 
+    model_config = ConfigDict(json_schema_extra=_not_nullable_in_schema)
+
     partner_id: PartnerId | None = None
+    # Optional but not nullable: left out keeps the stored value, null is refused.
     target_url: TargetUrl | None = None
     event_type: EventType | None = None
     is_active: StrictBool | None = None

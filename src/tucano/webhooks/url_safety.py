@@ -22,7 +22,33 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 MAX_URL_LENGTH = 2048
 
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+# Blocked outright, whatever this Python's `is_global` table says of them (it differs by version).
+_NON_PUBLIC = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.0.2.0/24",
+        "192.88.99.0/24",
+        "192.168.0.0/16",
+        "198.18.0.0/15",
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+        "224.0.0.0/3",
+        "::/128",
+        "::1/128",
+        "100::/64",
+        "2001:db8::/32",
+        "fc00::/7",
+        "fe80::/10",
+        "ff00::/8",
+    )
+)
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 # Names that never point anywhere a merchant's receiver lives, refused without asking DNS.
@@ -113,7 +139,7 @@ def is_public_address(address: IPAddress) -> bool:
             or candidate.is_link_local
             or candidate.is_reserved
             or candidate.is_unspecified
-            or (isinstance(candidate, ipaddress.IPv4Address) and candidate in _CGNAT)
+            or any(candidate in network for network in _NON_PUBLIC)
         ):
             return False
     return True
@@ -178,12 +204,12 @@ def refuse_unless_allowed(
             )
 
 
-async def resolve_addresses(host: str, port: int, *, timeout: float) -> list[IPAddress]:
+async def resolve_addresses(host: str, port: int, *, dns_timeout: float) -> list[IPAddress]:
     """Every address the host resolves to (TCP), empty when it does not resolve."""
     loop = asyncio.get_running_loop()
     try:
         infos = await asyncio.wait_for(
-            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout=timeout
+            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout=dns_timeout
         )
     except (TimeoutError, socket.gaierror, UnicodeError, OSError):
         return []
@@ -215,7 +241,7 @@ async def check_target_url(
     if target.literal_ip is not None:
         refuse_unless_allowed(target.host, [target.literal_ip], allowed_networks)
         return target
-    addresses = await resolve_addresses(target.host, target.port, timeout=dns_timeout)
+    addresses = await resolve_addresses(target.host, target.port, dns_timeout=dns_timeout)
     if not addresses and is_special_name(target.host):
         raise TargetRefused(f"host {target.host} is not a public host name")
     refuse_unless_allowed(target.host, addresses, allowed_networks)

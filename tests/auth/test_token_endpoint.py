@@ -1,0 +1,274 @@
+"""POST /oauth/v1/token (RFC 6749 4.4 and 5.2) and the bearer-token rules of decisions.md."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime, timedelta
+from urllib.parse import quote
+
+import jwt
+import pytest
+
+from tests.conftest import TEST_SECRET_KEY
+from tests.helpers import RunningService, assert_error_body
+from tucano.auth.tokens import Principal, Scope, derive_key, encode_access_token
+from tucano.clock import clock
+from tucano.errors import ErrorCode
+
+TOKEN = "/oauth/v1/token"
+
+
+def basic(client_id: str, secret: str) -> dict[str, str]:
+    raw = f"{quote(client_id, safe='')}:{quote(secret, safe='')}".encode()
+    return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
+
+
+async def test_form_credentials_give_a_bearer_token(service: RunningService) -> None:
+    client_id, secret, _ = await service.client_credentials()
+    response = await service.http.post(
+        TOKEN,
+        data={"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret},
+    )
+    assert response.status_code == 200
+    assert response.headers["cache-control"] == "no-store"
+    body = response.json()
+    assert set(body) == {"access_token", "token_type", "expires_in", "scope"}
+    assert body["token_type"] == "Bearer"
+    assert body["expires_in"] == 3600
+    assert body["scope"].split() == sorted(
+        ["webhook.read", "webhook.write", "payment-link.read", "payment-link.write"]
+    )
+    listed = await service.http.get(
+        "/webhook/v1/list", headers={"Authorization": f"Bearer {body['access_token']}"}
+    )
+    assert listed.status_code == 200
+
+
+async def test_http_basic_client_authentication_works(service: RunningService) -> None:
+    client_id, secret, _ = await service.client_credentials()
+    response = await service.http.post(
+        TOKEN, data={"grant_type": "client_credentials"}, headers=basic(client_id, secret)
+    )
+    assert response.status_code == 200, response.text
+
+
+async def test_the_token_carries_customer_partner_and_scopes(service: RunningService) -> None:
+    client_id, secret, customer_id = await service.client_credentials(partner_id=31)
+    body = (
+        await service.http.post(
+            TOKEN, data={"grant_type": "client_credentials"}, headers=basic(client_id, secret)
+        )
+    ).json()
+    claims = jwt.decode(body["access_token"], options={"verify_signature": False})
+    assert claims["cid"] == customer_id
+    assert claims["pid"] == 31
+    assert claims["sub"] == client_id
+    assert claims["exp"] - claims["iat"] == 3600
+
+
+@pytest.mark.parametrize("secret_change", ["wrong", "", "append"])
+async def test_a_wrong_secret_is_invalid_client_401(
+    service: RunningService, secret_change: str
+) -> None:
+    client_id, secret, _ = await service.client_credentials()
+    bad = {"wrong": "tsk_wrong", "": "x", "append": secret + "x"}[secret_change]
+    response = await service.http.post(
+        TOKEN,
+        data={"grant_type": "client_credentials", "client_id": client_id, "client_secret": bad},
+    )
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_client"
+    assert "www-authenticate" in response.headers
+
+
+async def test_an_unknown_client_is_invalid_client_401(service: RunningService) -> None:
+    response = await service.http.post(
+        TOKEN,
+        data={"grant_type": "client_credentials", "client_id": "tci_nope", "client_secret": "x"},
+    )
+    assert response.status_code == 401
+    assert response.json() == {
+        "error": "invalid_client",
+        "error_description": "unknown client or wrong client secret",
+    }
+
+
+async def test_wrong_basic_credentials_are_401(service: RunningService) -> None:
+    client_id, _, _ = await service.client_credentials()
+    response = await service.http.post(
+        TOKEN, data={"grant_type": "client_credentials"}, headers=basic(client_id, "nope")
+    )
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_client"
+    garbled = await service.http.post(
+        TOKEN, data={"grant_type": "client_credentials"}, headers={"Authorization": "Basic %%%"}
+    )
+    assert garbled.status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("form", "error"),
+    [
+        ({}, "invalid_request"),
+        ({"grant_type": "password", "username": "a", "password": "b"}, "unsupported_grant_type"),
+        ({"grant_type": "authorization_code", "code": "x"}, "unsupported_grant_type"),
+        ({"grant_type": "client_credentials"}, "invalid_request"),
+        ({"grant_type": "client_credentials", "client_id": "tci_x"}, "invalid_request"),
+    ],
+)
+async def test_bad_requests_get_rfc6749_errors(
+    service: RunningService, form: dict[str, str], error: str
+) -> None:
+    response = await service.http.post(TOKEN, data=form)
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == error
+    assert body["error_description"]
+
+
+async def test_a_json_body_is_invalid_request(service: RunningService) -> None:
+    client_id, secret, _ = await service.client_credentials()
+    response = await service.http.post(
+        TOKEN,
+        json={"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_request"
+
+
+async def test_a_repeated_parameter_is_invalid_request(service: RunningService) -> None:
+    client_id, secret, _ = await service.client_credentials()
+    body = (
+        f"grant_type=client_credentials&client_id={client_id}"
+        f"&client_secret={secret}&client_secret=x"
+    )
+    response = await service.http.post(
+        TOKEN, content=body, headers={"content-type": "application/x-www-form-urlencoded"}
+    )
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_request"
+
+
+async def test_a_subset_of_scopes_can_be_asked_for(service: RunningService) -> None:
+    client_id, secret, _ = await service.client_credentials()
+    response = await service.http.post(
+        TOKEN,
+        data={"grant_type": "client_credentials", "scope": "webhook.read"},
+        headers=basic(client_id, secret),
+    )
+    assert response.json()["scope"] == "webhook.read"
+    token = response.json()["access_token"]
+    create = await service.http.post(
+        "/webhook/v1/create",
+        json={"targetUrl": "https://a.example.com/", "eventType": "PIX_OUTBOUND"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert_error_body(create, 403, ErrorCode.INSUFFICIENT_SCOPE)
+
+
+@pytest.mark.parametrize("scope", ["events.publish", "admin", "webhook.read bogus"])
+async def test_a_scope_not_granted_is_invalid_scope(service: RunningService, scope: str) -> None:
+    client_id, secret, _ = await service.client_credentials()
+    response = await service.http.post(
+        TOKEN,
+        data={"grant_type": "client_credentials", "scope": scope},
+        headers=basic(client_id, secret),
+    )
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_scope"
+
+
+# --- bearer tokens on the API ------------------------------------------------------------------
+
+
+def _key() -> bytes:
+    return derive_key(TEST_SECRET_KEY.encode(), "access-token")
+
+
+def _principal(customer_id: int = 1) -> Principal:
+    return Principal("tci_x", customer_id, None, frozenset(s.value for s in Scope))
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        None,
+        "",
+        "Bearer",
+        "Token abc",
+        "Basic dXNlcjpwYXNz",
+        "Bearer not-a-jwt",
+        "Bearer a.b.c",
+        "Bearer two tokens",
+    ],
+)
+async def test_missing_or_malformed_tokens_are_401(
+    service: RunningService, authorization: str | None
+) -> None:
+    headers = {} if authorization is None else {"Authorization": authorization}
+    response = await service.http.get("/webhook/v1/list", headers=headers)
+    assert_error_body(response, 401, ErrorCode.UNAUTHENTICATED)
+
+
+async def test_a_token_signed_with_another_key_is_401(service: RunningService) -> None:
+    forged = encode_access_token(
+        _principal(),
+        key=derive_key(b"another-secret-key-" * 3, "access-token"),
+        now=clock.now(),
+        ttl=timedelta(hours=1),
+    )
+    response = await service.http.get(
+        "/webhook/v1/list", headers={"Authorization": f"Bearer {forged}"}
+    )
+    assert_error_body(response, 401, ErrorCode.UNAUTHENTICATED)
+
+
+async def test_a_token_with_alg_none_or_altered_claims_is_401(service: RunningService) -> None:
+    unsigned = jwt.encode(
+        {"iss": "tucano", "aud": "tucano-api", "sub": "x", "cid": 1, "iat": 1, "exp": 2**40},
+        key="",
+        algorithm="none",
+    )
+    response = await service.http.get(
+        "/webhook/v1/list", headers={"Authorization": f"Bearer {unsigned}"}
+    )
+    assert_error_body(response, 401)
+
+    genuine = encode_access_token(
+        _principal(5), key=_key(), now=clock.now(), ttl=timedelta(hours=1)
+    )
+    header, _payload, signature = genuine.split(".")
+    claims = jwt.decode(genuine, options={"verify_signature": False})
+    claims["cid"] = 6
+    altered_payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=")
+    altered = f"{header}.{altered_payload.decode()}.{signature}"
+    response = await service.http.get(
+        "/webhook/v1/list", headers={"Authorization": f"Bearer {altered}"}
+    )
+    assert_error_body(response, 401)
+
+
+async def test_an_expired_token_is_401(service: RunningService) -> None:
+    with clock.freeze(datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)) as frozen:
+        token = await service.token()
+        headers = {"Authorization": f"Bearer {token}"}
+        assert (await service.http.get("/webhook/v1/list", headers=headers)).status_code == 200
+        frozen.advance(timedelta(seconds=3599))
+        assert (await service.http.get("/webhook/v1/list", headers=headers)).status_code == 200
+        frozen.advance(timedelta(seconds=2))
+        response = await service.http.get("/webhook/v1/list", headers=headers)
+        error = assert_error_body(response, 401, ErrorCode.UNAUTHENTICATED)
+        assert "expired" in error["errors"][0]
+
+
+async def test_a_token_from_another_instance_secret_does_not_pass(
+    service: RunningService,
+) -> None:
+    old = encode_access_token(
+        _principal(), key=derive_key(b"x" * 40, "checkout"), now=clock.now(), ttl=timedelta(hours=1)
+    )
+    response = await service.http.get(
+        "/webhook/v1/list", headers={"Authorization": f"Bearer {old}"}
+    )
+    assert_error_body(response, 401)

@@ -1,0 +1,129 @@
+"""Fixtures: every database test runs on SQLite and, where TUCANO_TEST_DATABASE_URL is set, on
+PostgreSQL too (a fresh database per run, made by the real migrations)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from tests.helpers import RunningService, start_service
+from tucano.config import Settings
+from tucano.db import Database
+from tucano.migrations import upgrade
+
+POSTGRES_URL = os.environ.get("TUCANO_TEST_DATABASE_URL", "")
+TEST_SECRET_KEY = "test-secret-key-" + "x" * 32
+
+
+async def create_postgres_database(base_url: str) -> str:
+    """A new, empty database beside the one TUCANO_TEST_DATABASE_URL names; returns its URL."""
+    import asyncpg
+
+    url = make_url(base_url)
+    name = f"tucano_test_{secrets.token_hex(6)}"
+    connection = await asyncpg.connect(
+        host=url.host,
+        port=url.port or 5432,
+        user=url.username,
+        password=url.password,
+        database=url.database,
+    )
+    try:
+        await connection.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await connection.close()
+    return url.set(database=name).render_as_string(hide_password=False)
+
+
+async def drop_postgres_database(database_url: str) -> None:
+    import asyncpg
+
+    url = make_url(database_url)
+    base = make_url(POSTGRES_URL)
+    connection = await asyncpg.connect(
+        host=base.host,
+        port=base.port or 5432,
+        user=base.username,
+        password=base.password,
+        database=base.database,
+    )
+    try:
+        await connection.execute(f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)')
+    finally:
+        await connection.close()
+
+
+def _database_params() -> list[Any]:
+    marks = [] if POSTGRES_URL else [pytest.mark.skip(reason="TUCANO_TEST_DATABASE_URL not set")]
+    return ["sqlite", pytest.param("postgresql", marks=[pytest.mark.postgres, *marks])]
+
+
+@pytest.fixture(scope="session")
+def tmp_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("tucano")
+
+
+async def fresh_database_url(kind: str, tmp_root: Path) -> str:
+    if kind == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_root / (secrets.token_hex(4) + '.db')}"
+    return await create_postgres_database(POSTGRES_URL)
+
+
+@pytest.fixture(scope="session", params=_database_params())
+async def database_url(request: pytest.FixtureRequest, tmp_root: Path) -> AsyncIterator[str]:
+    """A migrated database of each kind, shared by the session's tests (each its own customers)."""
+    url = await fresh_database_url(request.param, tmp_root)
+    await asyncio.to_thread(upgrade, url)
+    yield url
+    if request.param == "postgresql":
+        await drop_postgres_database(url)
+
+
+@pytest.fixture(scope="session")
+async def database(database_url: str) -> AsyncIterator[Database]:
+    db = Database(database_url)
+    yield db
+    await db.dispose()
+
+
+def make_settings(database_url: str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "environment": "sandbox",
+        "secret_key": TEST_SECRET_KEY,
+        "public_url": "http://127.0.0.1:8000",
+        "webhook_allowed_networks": [],
+    }
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+@pytest.fixture(scope="session")
+async def service(database_url: str, database: Database) -> AsyncIterator[RunningService]:
+    """The service as a merchant meets it: sandbox, default settings, on a real port."""
+    running = await start_service(make_settings(database_url), database)
+    yield running
+    await running.stop()
+
+
+@pytest.fixture(scope="session")
+async def production_service(
+    database_url: str, database: Database
+) -> AsyncIterator[RunningService]:
+    running = await start_service(make_settings(database_url, environment="production"), database)
+    yield running
+    await running.stop()
+
+
+@pytest.fixture
+def no_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("TUCANO_"):
+            monkeypatch.delenv(key)

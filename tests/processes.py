@@ -1,0 +1,88 @@
+"""Running the installed `tucano` command as a real process, the way an operator does."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+TUCANO = str(Path(sys.executable).parent / "tucano")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def clean_env(**overrides: str) -> dict[str, str]:
+    """The environment without any TUCANO_ variable of the caller, plus `overrides`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TUCANO_")}
+    env.update(overrides)
+    return env
+
+
+def run_tucano(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [TUCANO, *args],
+        cwd=cwd,
+        env=dict(env or clean_env()),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@dataclass
+class ServeProcess:
+    process: subprocess.Popen[str]
+    base_url: str
+    log_path: Path
+
+    def logs(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout=timeout)
+
+
+def start_serve(
+    cwd: Path, env: Mapping[str, str] | None = None, *extra: str, command: str = "serve"
+) -> ServeProcess:
+    port = free_port()
+    log_path = cwd / f"{command}-{port}.log"
+    log_file = log_path.open("w")
+    process = subprocess.Popen(
+        [TUCANO, command, "--port", str(port), *extra],
+        cwd=cwd,
+        env=dict(env or clean_env()),
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"tucano {command} exited: {log_path.read_text()}")
+        try:
+            if httpx.get(base_url + "/health", timeout=1).status_code == 200:
+                return ServeProcess(process, base_url, log_path)
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"tucano {command} did not become healthy: {log_path.read_text()}")

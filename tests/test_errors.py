@@ -1,0 +1,164 @@
+"""The one error body for what the framework answers too, and x-transaction-id handling."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+
+from tests.helpers import Merchant, RunningService, assert_error_body
+from tucano.errors import ErrorCode
+
+
+@pytest.fixture
+async def merchant(service: RunningService) -> Merchant:
+    return await service.merchant()
+
+
+async def test_unknown_route_is_404_in_the_error_body(service: RunningService) -> None:
+    error = assert_error_body(
+        await service.http.get("/no/such/route"), 404, ErrorCode.ROUTE_NOT_FOUND
+    )
+    assert "/no/such/route" in error["errors"][0]
+
+
+async def test_wrong_method_is_405_with_allow(merchant: Merchant) -> None:
+    response = await merchant.request("PATCH", "/webhook/v1/1")
+    assert_error_body(response, 405, ErrorCode.METHOD_NOT_ALLOWED)
+    assert "PUT" in response.headers["allow"]
+    assert_error_body(await merchant.get("/webhook/v1/create"), 405)
+
+
+async def test_malformed_json_is_400(merchant: Merchant) -> None:
+    response = await merchant.post(
+        "/webhook/v1/create",
+        content=b'{"targetUrl": ',
+        headers={"content-type": "application/json"},
+    )
+    error = assert_error_body(response, 400, ErrorCode.MALFORMED_BODY)
+    assert error["errors"] == ["body is not valid JSON"]
+
+
+@pytest.mark.parametrize("document", [b"NaN", b'{"partnerId": NaN}', b'{"a": Infinity}'])
+async def test_non_standard_json_numbers_are_malformed(merchant: Merchant, document: bytes) -> None:
+    response = await merchant.post(
+        "/webhook/v1/create", content=document, headers={"content-type": "application/json"}
+    )
+    assert_error_body(response, 400, ErrorCode.MALFORMED_BODY)
+
+
+async def test_missing_body_is_400(merchant: Merchant) -> None:
+    response = await merchant.post("/webhook/v1/create")
+    error = assert_error_body(response, 400)
+    assert error["errors"] == ["body is required"]
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "application/xml", None]
+)
+async def test_wrong_content_type_is_415(merchant: Merchant, content_type: str | None) -> None:
+    headers = {"content-type": content_type} if content_type else {}
+    response = await merchant.post(
+        "/webhook/v1/create",
+        content=b'{"targetUrl": "https://a.example.com/", "eventType": "PIX_OUTBOUND"}',
+        headers=headers,
+    )
+    assert_error_body(response, 415, ErrorCode.UNSUPPORTED_MEDIA_TYPE)
+
+
+async def test_json_with_charset_is_accepted(merchant: Merchant) -> None:
+    response = await merchant.post(
+        "/webhook/v1/create",
+        content=b'{"targetUrl": "https://a.example.com/", "eventType": "PIX_OUTBOUND"}',
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
+    assert response.status_code == 200
+
+
+async def test_body_over_1_mib_is_413(merchant: Merchant) -> None:
+    big = b'{"targetUrl": "' + b"a" * (1024 * 1024) + b'"}'
+    response = await merchant.post(
+        "/webhook/v1/create", content=big, headers={"content-type": "application/json"}
+    )
+    assert_error_body(response, 413, ErrorCode.PAYLOAD_TOO_LARGE)
+
+
+async def test_streamed_body_over_1_mib_is_413(merchant: Merchant) -> None:
+    async def chunks() -> object:
+        for _ in range(20):
+            yield b"x" * (64 * 1024)
+
+    response = await merchant.post(
+        "/webhook/v1/create", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert_error_body(response, 413, ErrorCode.PAYLOAD_TOO_LARGE)
+
+
+async def test_token_endpoint_body_is_limited_too(service: RunningService) -> None:
+    response = await service.http.post(
+        "/oauth/v1/token",
+        content=b"grant_type=" + b"a" * (2 * 1024 * 1024),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert_error_body(response, 413)
+
+
+async def test_transaction_id_is_echoed_and_put_in_errors(merchant: Merchant) -> None:
+    given = str(uuid.uuid4())
+    response = await merchant.get("/webhook/v1/list", headers={"x-transaction-id": given})
+    assert response.headers["x-transaction-id"] == given
+    error = await merchant.get("/webhook/v1/abc", headers={"x-transaction-id": given})
+    assert assert_error_body(error, 400)["xTransactionId"] == given
+
+
+async def test_transaction_id_is_generated_when_absent(merchant: Merchant) -> None:
+    first = await merchant.get("/webhook/v1/list")
+    second = await merchant.get("/webhook/v1/list")
+    generated = first.headers["x-transaction-id"]
+    assert uuid.UUID(generated) and generated != second.headers["x-transaction-id"]
+
+
+async def test_an_unusable_transaction_id_is_replaced(merchant: Merchant) -> None:
+    response = await merchant.get("/webhook/v1/list", headers={"x-transaction-id": "a b <script>"})
+    assert response.status_code == 200
+    assert uuid.UUID(response.headers["x-transaction-id"])
+
+
+async def test_an_unexpected_crash_is_a_500_error_body_without_internals(
+    service: RunningService,
+) -> None:
+    @service.app.get("/__crash_for_test")
+    async def crash() -> None:
+        raise RuntimeError("secret internals: password=hunter2")
+
+    try:
+        response = await service.http.get("/__crash_for_test")
+        error = assert_error_body(response, 500, ErrorCode.UNEXPECTED)
+        assert "hunter2" not in response.text and "Traceback" not in response.text
+        assert error["message"] == "Unexpected system error"
+    finally:
+        service.app.router.routes.pop()
+
+
+async def test_health_reports_ok(service: RunningService) -> None:
+    response = await service.http.get("/health")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+
+
+async def test_errors_are_json_even_for_head_and_options(service: RunningService) -> None:
+    response = await service.http.request("OPTIONS", "/webhook/v1/list")
+    assert response.status_code in (401, 405)
+    assert isinstance(response, httpx.Response)
+
+
+async def test_trailing_slash_is_not_redirected(merchant: Merchant) -> None:
+    assert_error_body(await merchant.get("/webhook/v1/list/"), 404, ErrorCode.ROUTE_NOT_FOUND)
+
+
+async def test_authentication_comes_before_content_checks(service: RunningService) -> None:
+    response = await service.http.post(
+        "/webhook/v1/create", content=b"x", headers={"content-type": "text/plain"}
+    )
+    assert_error_body(response, 401, ErrorCode.UNAUTHENTICATED)

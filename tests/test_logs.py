@@ -1,0 +1,45 @@
+"""The log scrubber: the last line of defence for secrets and card numbers."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import structlog
+
+from tucano.logs import REDACTED, configure_logging, scrub_secrets
+
+
+def test_secret_keys_and_card_numbers_are_masked() -> None:
+    event = scrub_secrets(
+        None,
+        "info",
+        {
+            "event": "paid with 4111 1111 1111 1111",
+            "client_secret": "tsk_abc",
+            "authorization": "Bearer x",
+            "nested": {"password": "p", "ok": "value 5500-0000-0000-0004"},
+            "customerId": 42,
+            "transactionId": "keep-me",
+        },
+    )
+    assert event["client_secret"] == REDACTED
+    assert event["authorization"] == REDACTED
+    assert event["nested"] == {"password": REDACTED, "ok": f"value {REDACTED}"}
+    assert "4111" not in event["event"]
+    assert event["customerId"] == 42 and event["transactionId"] == "keep-me"
+
+
+def test_lines_are_json_with_millisecond_utc_timestamps(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("INFO")
+    try:
+        structlog.get_logger("t").info("hello", token="abc", customerId=1)
+        logging.getLogger("other.library").warning("card 4111111111111111 seen")
+        lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+        assert lines[0]["event"] == "hello" and lines[0]["token"] == REDACTED
+        assert lines[0]["timestamp"].endswith("Z") and len(lines[0]["timestamp"]) == 24
+        assert "4111111111111111" not in lines[1]["event"]
+    finally:
+        logging.getLogger().handlers.clear()
+        structlog.reset_defaults()
