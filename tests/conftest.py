@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from tests.helpers import RunningService, start_service
+from tests.receivers import Receiver
 from tucano.config import Settings
 from tucano.db import Database
 from tucano.migrations import upgrade
@@ -93,6 +94,21 @@ async def database(database_url: str) -> AsyncIterator[Database]:
     await db.dispose()
 
 
+@pytest.fixture(scope="module", params=_database_params())
+async def private_database(
+    request: pytest.FixtureRequest, tmp_root: Path
+) -> AsyncIterator[Database]:
+    """A migrated database of each kind for one module alone: no worker of another test claims
+    from its queue."""
+    url = await fresh_database_url(request.param, tmp_root)
+    await asyncio.to_thread(upgrade, url)
+    db = Database(url)
+    yield db
+    await db.dispose()
+    if request.param == "postgresql":
+        await drop_postgres_database(url)
+
+
 def make_settings(database_url: str, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "database_url": database_url,
@@ -111,6 +127,37 @@ async def service(database_url: str, database: Database) -> AsyncIterator[Runnin
     running = await start_service(make_settings(database_url), database)
     yield running
     await running.stop()
+
+
+# Fast retries and timeouts so a retry sequence plays out in about a second, and loopback
+# receivers allowed as webhook targets.
+DELIVERY_SETTINGS: dict[str, Any] = {
+    "webhook_allowed_networks": "127.0.0.0/8",
+    "retry_schedule": "300ms,600ms",
+    "delivery_timeout_seconds": 1.5,
+    "delivery_lease_seconds": 5,
+    "delivery_poll_interval_seconds": 0.1,
+    "maintenance_interval_seconds": 0.2,
+    "webhook_deactivate_after": "4s",
+    "retry_after_max_seconds": 2,
+}
+
+
+@pytest.fixture(scope="session")
+async def delivery_service(database_url: str, database: Database) -> AsyncIterator[RunningService]:
+    """The service with its delivery worker and periodic jobs (the only one per database)."""
+    running = await start_service(
+        make_settings(database_url, **DELIVERY_SETTINGS), database, background=True
+    )
+    yield running
+    await running.stop()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    started = await Receiver().start()
+    yield started
+    await started.stop()
 
 
 @pytest.fixture(scope="session")

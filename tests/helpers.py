@@ -116,8 +116,12 @@ class Merchant:
         return await self.request("DELETE", path, **kwargs)
 
 
-async def start_service(settings: Settings, database: Database) -> RunningService:
-    app = create_app(settings, database=database)
+async def start_service(
+    settings: Settings, database: Database, *, background: bool = False
+) -> RunningService:
+    """Serve the app; `background` also runs its delivery worker and periodic jobs (only one
+    service with background loops may run per database, or they would share its queue)."""
+    app = create_app(settings, database=database, background=background)
     config = uvicorn.Config(
         app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="on"
     )

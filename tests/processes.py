@@ -86,3 +86,17 @@ def start_serve(
         time.sleep(0.1)
     process.kill()
     raise RuntimeError(f"tucano {command} did not become healthy: {log_path.read_text()}")
+
+
+def start_worker(cwd: Path, env: Mapping[str, str], name: str = "worker") -> ServeProcess:
+    """`tucano worker` (no HTTP port: it is up once its process runs)."""
+    log_path = cwd / f"{name}-{time.monotonic_ns()}.log"
+    process = subprocess.Popen(
+        [TUCANO, "worker"],
+        cwd=cwd,
+        env=dict(env),
+        stdout=log_path.open("w"),
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return ServeProcess(process, "", log_path)

@@ -162,3 +162,13 @@ async def test_authentication_comes_before_content_checks(service: RunningServic
         "/webhook/v1/create", content=b"x", headers={"content-type": "text/plain"}
     )
     assert_error_body(response, 401, ErrorCode.UNAUTHENTICATED)
+
+
+async def test_nul_characters_are_refused_in_bodies_and_queries(merchant: Merchant) -> None:
+    body = b'{"targetUrl": "https://a.example.com/\\u0000", "eventType": "PIX_OUTBOUND"}'
+    response = await merchant.post(
+        "/webhook/v1/create", content=body, headers={"content-type": "application/json"}
+    )
+    assert_error_body(response, 400, ErrorCode.MALFORMED_BODY)
+    response = await merchant.get("/webhook/v1/list?eventType=PIX%00")
+    assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -15,10 +17,15 @@ import tucano
 from tucano.auth.router import router as auth_router
 from tucano.auth.service import resolve_secret_key
 from tucano.auth.tokens import derive_key
+from tucano.background import run_background
 from tucano.config import Settings, load_settings
 from tucano.db import Database
+from tucano.deliveries.router import internal_router as events_router
+from tucano.deliveries.router import router as deliveries_router
 from tucano.edge import EdgeMiddleware
 from tucano.errors import ErrorBody, ErrorCode, error_response, install_error_handlers
+from tucano.webhooks.events import EventType
+from tucano.webhooks.payloads import PAYLOAD_MODELS
 from tucano.webhooks.router import router as webhooks_router
 from tucano.wire import json_response
 
@@ -33,9 +40,14 @@ Every error has one body: `errorCode`, `message`, `timestamp`, `xTransactionId`,
 """
 
 
-def create_app(settings: Settings | None = None, *, database: Database | None = None) -> FastAPI:
-    """The application. The database must already be migrated (`tucano migrate`, or `tucano serve`
-    which migrates first)."""
+def create_app(
+    settings: Settings | None = None,
+    *,
+    database: Database | None = None,
+    background: bool = True,
+) -> FastAPI:
+    """The application; with `background`, the delivery worker and periodic jobs run beside it.
+    The database must already be migrated (`tucano migrate`, or `tucano serve`, which migrates)."""
     settings = settings or load_settings()
 
     @asynccontextmanager
@@ -44,9 +56,19 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         app.state.database = db
         secret_key = await resolve_secret_key(settings, db)
         app.state.access_token_key = derive_key(secret_key, "access-token")
+        stop = asyncio.Event()
+        loops = (
+            asyncio.create_task(run_background(db, settings, stop), name="background")
+            if background
+            else None
+        )
         try:
             yield
         finally:
+            # Requests in flight are done by now (uvicorn drains them before the lifespan ends).
+            stop.set()
+            if loops is not None:
+                await loops
             if database is None:
                 await db.dispose()
 
@@ -61,7 +83,10 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.add_middleware(EdgeMiddleware, max_body_bytes=settings.max_request_body_bytes)
     install_error_handlers(app)
     app.include_router(auth_router)
+    app.include_router(deliveries_router)
     app.include_router(webhooks_router)
+    app.include_router(events_router)
+    _document_deliveries(app)
 
     @app.get("/health", tags=["operations"], summary="Liveness and database readiness")
     async def health(request: Request) -> Response:
@@ -78,6 +103,45 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+DELIVERY_DESCRIPTION = """\
+Tucano POSTs this body to every active webhook of the customer registered for `{event_type}`.
+
+Headers ([Standard Webhooks](https://www.standardwebhooks.com/)): `webhook-id` (the event id, the
+same on every retry: use it to ignore duplicates), `webhook-timestamp` (Unix seconds of this
+attempt), `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{{id}}.{{timestamp}}.{{body}}">` keyed
+with the webhook's secret; two space-separated signatures while a rotated secret is in its 24-hour
+grace), `content-type: application/json`, `x-event-type`, `user-agent: Tucano-Webhooks/...`.
+
+Answer any 2xx within 15 seconds. Anything else (or a redirect, or no answer) is retried on
+`TUCANO_RETRY_SCHEDULE` (default 5s, 5m, 30m, 2h, 5h, 10h, 10h, with jitter); `Retry-After` on
+429/503 is honoured up to an hour.
+"""
+
+
+def _document_deliveries(app: FastAPI) -> None:
+    """One entry per event type in the OpenAPI `webhooks` section, with its payload schema."""
+    for event_type in EventType:
+        model = PAYLOAD_MODELS[event_type]
+
+        async def receive(body: Any) -> None:  # pragma: no cover - documentation only
+            return None
+
+        receive.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=model)],
+            return_annotation=None,
+        )
+        app.webhooks.add_api_route(
+            event_type.value,
+            receive,
+            methods=["POST"],
+            summary=f"{event_type.value}: {(model.__doc__ or '').strip()}",
+            description=DELIVERY_DESCRIPTION.format(event_type=event_type.value),
+            tags=["events delivered to your webhooks"],
+            response_class=Response,
+            responses={200: {"description": "Any 2xx acknowledges the delivery."}},
+        )
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

@@ -49,8 +49,12 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.", min=0, max=65535)] = 8000,
     migrate: Annotated[bool, typer.Option(help="Apply pending migrations before starting.")] = True,
+    worker: Annotated[
+        bool,
+        typer.Option(help="Run the delivery worker and periodic jobs in this process too."),
+    ] = True,
 ) -> None:
-    """Run the API (and the background loops) in one process."""
+    """Run the API, and (unless --no-worker) the delivery worker and scheduler, in one process."""
     import uvicorn
 
     from tucano.app import create_app
@@ -62,7 +66,7 @@ def serve(
         _migrate(settings)
     _exit_cleanly_after_sigterm()
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, background=worker),
         host=host,
         port=port,
         log_config=None,
@@ -70,6 +74,35 @@ def serve(
         server_header=False,
         timeout_graceful_shutdown=30,
     )
+
+
+@app.command("worker")
+def worker_command(
+    migrate: Annotated[bool, typer.Option(help="Apply pending migrations before starting.")] = True,
+) -> None:
+    """Run only the delivery worker and periodic jobs (for scale-out on PostgreSQL)."""
+    from tucano.logs import configure_logging
+
+    settings = _settings()
+    configure_logging(settings.log_level)
+    if migrate:
+        _migrate(settings)
+    asyncio.run(_run_worker(settings))
+
+
+async def _run_worker(settings: Settings) -> None:
+    from tucano.background import run_background
+    from tucano.db import Database
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    database = Database(settings.database_url)
+    try:
+        await run_background(database, settings, stop)
+    finally:
+        await database.dispose()
 
 
 @app.command("migrate")

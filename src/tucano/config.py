@@ -73,6 +73,8 @@ class Settings(BaseSettings):
     retry_after_max_seconds: float = Field(default=3600.0, ge=0)
     webhook_deactivate_after: Annotated[timedelta, NoDecode] = timedelta(days=5)
     result_retention: Annotated[timedelta, NoDecode] = timedelta(days=90)
+    # How often the maintenance jobs run (deactivating failing webhooks, pruning history).
+    maintenance_interval_seconds: float = Field(default=60.0, gt=0)
 
     @field_validator("webhook_allowed_networks", mode="before")
     @classmethod

@@ -6,7 +6,7 @@ worker loop, a CLI command) commits it once, so two services can share one trans
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
-from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.orm import DeclarativeBase, Session
 from sqlalchemy.types import TypeDecorator
 
 NAMING_CONVENTION = {
@@ -84,12 +84,39 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
 def create_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite":
-        engine = create_async_engine(url)
+        engine = create_async_engine(url, hide_parameters=True)
         _configure_sqlite(engine)
         return engine
     return create_async_engine(
-        url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, pool_recycle=1800
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        # SQL parameters never reach an error message or a log line.
+        hide_parameters=True,
     )
+
+
+class _Session(Session):
+    """The sync session under every AsyncSession: runs `call_after_commit` callbacks."""
+
+
+@event.listens_for(_Session, "after_commit")
+def _run_after_commit(session: Session) -> None:
+    for callback in session.info.pop("after_commit", {}).values():
+        callback()
+
+
+@event.listens_for(_Session, "after_rollback")
+def _forget_after_commit(session: Session) -> None:
+    session.info.pop("after_commit", None)
+
+
+def call_after_commit(session: AsyncSession, key: str, callback: Callable[[], None]) -> None:
+    """Run `callback` once the session's transaction commits (not if it rolls back); one
+    callback per key and transaction, however often it is asked for."""
+    session.info.setdefault("after_commit", {})[key] = callback
 
 
 class Database:
@@ -98,7 +125,9 @@ class Database:
     def __init__(self, database_url: str, *, pool_size: int = 10) -> None:
         self.url = database_url
         self.engine = create_engine(database_url, pool_size=pool_size)
-        self.sessionmaker = async_sessionmaker(self.engine, expire_on_commit=False)
+        self.sessionmaker = async_sessionmaker(
+            self.engine, expire_on_commit=False, sync_session_class=_Session
+        )
 
     @property
     def dialect(self) -> str:

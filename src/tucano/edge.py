@@ -78,7 +78,11 @@ class EdgeMiddleware:
 
         try:
             declared = headers.get("content-length")
-            if declared is not None and not declared.isdigit():
+            if b"%00" in scope.get("query_string", b""):
+                await answer(
+                    ErrorCode.INVALID_PARAMETERS, "query parameters must not contain NUL (%00)"
+                )
+            elif declared is not None and not declared.isdigit():
                 await answer(ErrorCode.MALFORMED_BODY, "Content-Length must be a whole number")
             elif declared is not None and int(declared) > self.max_body_bytes:
                 await answer(ErrorCode.PAYLOAD_TOO_LARGE, self._limit_text())

@@ -52,12 +52,16 @@ class ErrorCode(IntEnum):
     ROUTE_NOT_FOUND = 20, 404, "No such route"
     METHOD_NOT_ALLOWED = 21, 405, "Method not allowed on this route"
     WEBHOOK_NOT_FOUND = 22, 404, "Webhook not found"
+    EVENT_NOT_FOUND = 24, 404, "Event not found"
+    WEBHOOK_INACTIVE = 25, 409, "Webhook is inactive"
+    WEBHOOK_EVENT_MISMATCH = 26, 409, "Webhook does not receive this event type"
     INVALID_PARAMETERS = 36, 400, "Invalid request parameters"
     MALFORMED_BODY = 37, 400, "Malformed request body"
     INVALID_TRANSACTION_ID = 38, 400, "Missing or invalid x-transaction-id header"
     WEBHOOK_TARGET_REFUSED = 39, 400, "Webhook target URL refused"
     PAYLOAD_TOO_LARGE = 41, 413, "Request body too large"
     UNSUPPORTED_MEDIA_TYPE = 42, 415, "Unsupported content type"
+    SANDBOX_ONLY = 45, 403, "Only available in the sandbox environment"
 
 
 class ErrorBody(ApiModel):

@@ -7,10 +7,21 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
+from starlette.convertors import StringConvertor, register_url_convertor
 
 from tucano.errors import AppError, BadRequest, ErrorBody, ErrorCode
 
 TRANSACTION_ID_HEADER = "x-transaction-id"
+
+
+class _WebhookIdConvertor(StringConvertor):
+    """`{id:webhook_id}`: a path segment that is not one of the fixed words of the webhook
+    interface, so that `GET /webhook/v1/create` is a 405 rather than an id that is not a number."""
+
+    regex = r"(?!(?:list|create|test-events)(?:/|$))[^/]+"
+
+
+register_url_convertor("webhook_id", _WebhookIdConvertor())
 
 
 async def require_json_content(request: Request) -> None:

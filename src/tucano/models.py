@@ -2,8 +2,17 @@
 
 from tucano.auth.models import ApiClient, InstanceSecret
 from tucano.db import Base
+from tucano.deliveries.models import Delivery, DeliveryResult, Event
 from tucano.webhooks.models import Webhook
 
 metadata = Base.metadata
 
-__all__ = ["ApiClient", "InstanceSecret", "Webhook", "metadata"]
+__all__ = [
+    "ApiClient",
+    "Delivery",
+    "DeliveryResult",
+    "Event",
+    "InstanceSecret",
+    "Webhook",
+    "metadata",
+]

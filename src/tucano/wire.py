@@ -10,27 +10,43 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Coroutine
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Annotated, Any
 
 import orjson
 from fastapi import Request
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
 from pydantic.alias_generators import to_camel
 from starlette.responses import Response
 
-from tucano.clock import format_utc
+from tucano.clock import end_of_day, format_utc, start_of_day, to_millis
 
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a valid JSON number")
 
 
+def _refuse_nul(value: Any) -> None:
+    # PostgreSQL text cannot hold U+0000, and no field of this API has a use for it.
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError("a JSON string contains the NUL character (\\u0000)")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_nul(key)
+            _refuse_nul(item)
+    elif isinstance(value, list):
+        for item in value:
+            _refuse_nul(item)
+
+
 def loads(body: bytes | str) -> Any:
-    """Parse JSON with fractional numbers as Decimal; refuse NaN and Infinity."""
-    return json.loads(body, parse_float=Decimal, parse_constant=_refuse_constant)
+    """Parse JSON with fractional numbers as Decimal; refuse NaN, Infinity and NUL characters."""
+    document = json.loads(body, parse_float=Decimal, parse_constant=_refuse_constant)
+    _refuse_nul(document)
+    return document
 
 
 def _default(value: Any) -> Any:
@@ -102,3 +118,34 @@ class ApiModel(BaseModel):
         validate_by_alias=True,
         serialize_by_alias=True,
     )
+
+
+def _timestamp_parser(*, end_of_range: bool) -> Any:
+    def parse(value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if len(text) == 10:  # a bare date: the whole day, inclusive
+                try:
+                    day = date.fromisoformat(text)
+                except ValueError:
+                    raise ValueError(
+                        "must be an ISO 8601 timestamp such as 2026-01-15T10:30:00.000Z"
+                    ) from None
+                return end_of_day(day) if end_of_range else start_of_day(day)
+            try:
+                moment = datetime.fromisoformat(text.replace("z", "Z"))
+            except ValueError:
+                raise ValueError(
+                    "must be an ISO 8601 timestamp such as 2026-01-15T10:30:00.000Z"
+                ) from None
+            # No offset given: the interface is UTC throughout, so read it as UTC.
+            return to_millis(moment)
+        return value
+
+    return parse
+
+
+# Query parameters that bound a time range: ISO 8601 with or without offset (UTC assumed), or a
+# bare date meaning the start (or, for the end of a range, the last millisecond) of that day.
+RangeStart = Annotated[datetime, BeforeValidator(_timestamp_parser(end_of_range=False))]
+RangeEnd = Annotated[datetime, BeforeValidator(_timestamp_parser(end_of_range=True))]

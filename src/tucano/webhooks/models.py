@@ -27,3 +27,9 @@ class Webhook(Base):
     previous_secret_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Delivery health: when the current run of failures began (None after any success), and
+    # when and why the service deactivated the webhook itself.
+    failing_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_success_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    deactivated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    deactivation_reason: Mapped[str | None] = mapped_column(String(300))

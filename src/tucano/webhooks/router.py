@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from starlette.convertors import StringConvertor, register_url_convertor
 from starlette.responses import Response
 
 from tucano.auth.deps import WebhookReader, WebhookWriter
@@ -20,20 +19,11 @@ from tucano.webhooks.schemas import (
     Webhook,
     WebhookCreate,
     WebhookCreated,
+    WebhookDeliveryStatus,
     WebhookSecret,
     WebhookUpdate,
 )
 from tucano.wire import DecimalJSONRoute, json_response
-
-
-class _WebhookIdConvertor(StringConvertor):
-    """A path segment that is not one of the fixed words of this interface, so that
-    `GET /create` is a 405 rather than a webhook id that is not a number."""
-
-    regex = r"(?!(?:list|create|test-events)(?:/|$))[^/]+"
-
-
-register_url_convertor("webhook_id", _WebhookIdConvertor())
 
 router = APIRouter(
     prefix="/webhook/v1",
@@ -141,6 +131,23 @@ async def delete_webhook(
     await service.delete_webhook(session, customer_id=caller.customer_id, webhook_id=webhook_id)
     await session.commit()
     return Response(status_code=204)
+
+
+@router.get(
+    "/{id:webhook_id}/delivery-status",
+    summary="Read how deliveries to a webhook are going",
+    description="Failing since when, last success, and whether (and why) Tucano deactivated it "
+    "after every delivery failed for TUCANO_WEBHOOK_DEACTIVATE_AFTER (default 5 days).",
+    response_model=WebhookDeliveryStatus,
+    responses=error_responses(400, 401, 403, 404),
+)
+async def get_delivery_status(
+    caller: WebhookReader, webhook_id: WebhookId, session: SessionDep
+) -> Response:
+    webhook = await service.get_webhook(
+        session, customer_id=caller.customer_id, webhook_id=webhook_id
+    )
+    return json_response(WebhookDeliveryStatus.of(webhook))
 
 
 @router.get(

@@ -92,6 +92,32 @@ class WebhookCreated(Webhook):
         return cls(**Webhook.of(row).model_dump(), secret=row.secret)
 
 
+class WebhookDeliveryStatus(ApiModel):
+    """How deliveries to this webhook are going, and whether Tucano switched it off."""
+
+    webhook_id: int
+    is_active: bool
+    failing_since: UtcTimestamp | None = Field(
+        description="Start of the current run of failed deliveries; null after any success."
+    )
+    last_success_at: UtcTimestamp | None
+    deactivated_at: UtcTimestamp | None = Field(
+        description="When Tucano deactivated the webhook because every delivery kept failing."
+    )
+    deactivation_reason: str | None
+
+    @classmethod
+    def of(cls, row: WebhookRow) -> WebhookDeliveryStatus:
+        return cls(
+            webhook_id=row.id,
+            is_active=row.is_active,
+            failing_since=row.failing_since,
+            last_success_at=row.last_success_at,
+            deactivated_at=row.deactivated_at,
+            deactivation_reason=row.deactivation_reason,
+        )
+
+
 class WebhookSecret(ApiModel):
     secret: str = Field(description="The current signing secret.")
     previous_secret_expires_at: UtcTimestamp | None = Field(

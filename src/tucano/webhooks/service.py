@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 import secrets
-from collections.abc import Sequence
-from datetime import timedelta
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import cast
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import Table, bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.auth.tokens import Principal
@@ -109,6 +111,11 @@ async def update_webhook(
     if data.event_type is not None:
         webhook.event_type = data.event_type.value
     if data.is_active is not None:
+        if data.is_active and not webhook.is_active:
+            # Switched back on by its owner: a fresh start, whatever happened before.
+            webhook.failing_since = None
+            webhook.deactivated_at = None
+            webhook.deactivation_reason = None
         webhook.is_active = data.is_active
     webhook.updated_at = clock.now()
     await session.flush()
@@ -132,3 +139,111 @@ async def rotate_secret(session: AsyncSession, *, customer_id: int, webhook_id: 
     webhook.updated_at = now
     await session.flush()
     return webhook
+
+
+# --- what the delivery engine needs from webhooks ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeliveryTarget:
+    webhook_id: int
+    target_url: str
+    is_active: bool
+    # Every secret that signs right now: the current one, plus the previous during its grace.
+    signing_secrets: tuple[str, ...]
+
+
+async def active_webhook_ids(
+    session: AsyncSession, *, customer_id: int, event_type: EventType
+) -> list[int]:
+    rows = await session.scalars(
+        select(Webhook.id).where(
+            Webhook.customer_id == customer_id,
+            Webhook.event_type == event_type.value,
+            Webhook.is_active.is_(True),
+        )
+    )
+    return list(rows)
+
+
+async def delivery_targets(
+    session: AsyncSession, webhook_ids: Collection[int], *, now: datetime
+) -> dict[int, DeliveryTarget]:
+    if not webhook_ids:
+        return {}
+    rows = await session.execute(
+        select(
+            Webhook.id,
+            Webhook.target_url,
+            Webhook.is_active,
+            Webhook.secret,
+            Webhook.previous_secret,
+            Webhook.previous_secret_expires_at,
+        ).where(Webhook.id.in_(set(webhook_ids)))
+    )
+    targets = {}
+    for webhook_id, url, active, secret, previous, previous_until in rows:
+        secrets: tuple[str, ...] = (secret,)
+        if previous and previous_until is not None and previous_until > now:
+            secrets = (secret, previous)
+        targets[webhook_id] = DeliveryTarget(webhook_id, url, active, secrets)
+    return targets
+
+
+async def record_delivery_health(
+    session: AsyncSession, *, succeeded: dict[int, datetime], failed: dict[int, datetime]
+) -> None:
+    """After a batch of attempts: a success ends a webhook's failing run; a failure starts one
+    (unless one is already running). One executemany per kind, whatever the batch size."""
+    table = cast(Table, Webhook.__table__)
+    if succeeded:
+        await session.execute(
+            update(table)
+            .where(table.c.id == bindparam("b_id"))
+            .values(failing_since=None, last_success_at=bindparam("b_at")),
+            [{"b_id": i, "b_at": at} for i, at in succeeded.items()],
+        )
+    still_failing = {i: at for i, at in failed.items() if i not in succeeded}
+    if still_failing:
+        await session.execute(
+            update(table)
+            .where(table.c.id == bindparam("b_id"), table.c.failing_since.is_(None))
+            .values(failing_since=bindparam("b_at")),
+            [{"b_id": i, "b_at": at} for i, at in still_failing.items()],
+        )
+
+
+async def deactivate_failing_webhooks(
+    session: AsyncSession, *, failing_for: timedelta, now: datetime
+) -> list[int]:
+    """Deactivate every active webhook whose deliveries have all failed for `failing_for`."""
+    cutoff = now - failing_for
+    ids = list(
+        await session.scalars(
+            select(Webhook.id).where(
+                Webhook.is_active.is_(True),
+                Webhook.failing_since.is_not(None),
+                Webhook.failing_since <= cutoff,
+            )
+        )
+    )
+    if ids:
+        reason = f"every delivery failed for {_describe(failing_for)}; deactivated automatically"
+        await session.execute(
+            update(Webhook)
+            .where(Webhook.id.in_(ids), Webhook.is_active.is_(True))
+            .values(
+                is_active=False, deactivated_at=now, deactivation_reason=reason, updated_at=now
+            ),
+            execution_options={"synchronize_session": False},
+        )
+    return ids
+
+
+def _describe(period: timedelta) -> str:
+    seconds = int(period.total_seconds())
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds} seconds"

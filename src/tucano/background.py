@@ -1,0 +1,86 @@
+"""The background loops of a process: the delivery worker and the periodic jobs.
+
+`tucano serve` runs them beside the API (unless --no-worker); `tucano worker` runs only them.
+Every job is safe to run in several processes at once: each is a guarded UPDATE or DELETE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from tucano.clock import clock
+from tucano.config import Settings
+from tucano.db import Database
+from tucano.deliveries import service as deliveries
+from tucano.deliveries.worker import DeliveryWorker
+from tucano.webhooks import service as webhooks
+
+log = structlog.get_logger("tucano.background")
+
+
+@dataclass(frozen=True)
+class PeriodicJob:
+    name: str
+    interval_seconds: float
+    # Runs in its own session; the runner commits. Returns how much it did (for the log).
+    run: Callable[[AsyncSession], Awaitable[int]]
+
+
+def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
+    async def deactivate_failing(session: AsyncSession) -> int:
+        ids = await webhooks.deactivate_failing_webhooks(
+            session, failing_for=settings.webhook_deactivate_after, now=clock.now()
+        )
+        for webhook_id in ids:
+            log.warning("webhook_deactivated", webhookId=webhook_id)
+        return len(ids)
+
+    async def prune(session: AsyncSession) -> int:
+        return await deliveries.prune_history(
+            session, older_than=clock.now() - settings.result_retention
+        )
+
+    every = settings.maintenance_interval_seconds
+    return [
+        PeriodicJob("deactivate_failing_webhooks", every, deactivate_failing),
+        PeriodicJob("prune_delivery_history", every, prune),
+    ]
+
+
+async def run_periodic_jobs(
+    database: Database, jobs: list[PeriodicJob], stop: asyncio.Event
+) -> None:
+    next_run = dict.fromkeys((job.name for job in jobs), 0.0)
+    while not stop.is_set():
+        now = time.monotonic()
+        for job in jobs:
+            if now < next_run[job.name]:
+                continue
+            next_run[job.name] = now + job.interval_seconds
+            try:
+                async with database.session() as session:
+                    done = await job.run(session)
+                    await session.commit()
+                if done:
+                    log.info("job_done", job=job.name, count=done)
+                    next_run[job.name] = now  # more may be waiting (batched jobs)
+            except Exception:
+                log.exception("job_failed", job=job.name)
+        wait = max(0.05, min(next_run.values()) - time.monotonic())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=wait)
+
+
+async def run_background(database: Database, settings: Settings, stop: asyncio.Event) -> None:
+    """Run the worker and the periodic jobs until `stop` is set."""
+    await asyncio.gather(
+        DeliveryWorker(database, settings).run(stop),
+        run_periodic_jobs(database, periodic_jobs(settings), stop),
+    )

@@ -1,0 +1,107 @@
+"""The outbox: events, one delivery per (event, webhook), one result per attempt."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from tucano.db import Base, BigIntPK, UTCDateTime
+
+
+class Event(Base):
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_customer_created", "customer_id", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    customer_id: Mapped[int] = mapped_column(BigInteger)
+    event_type: Mapped[str] = mapped_column(String(40))
+    # The exact JSON body every delivery of this event sends (and signs), fixed at publish time.
+    payload: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class DeliveryStatus:
+    PENDING = "PENDING"
+    SUCCEEDED = "SUCCEEDED"
+    EXHAUSTED = "EXHAUSTED"
+    CANCELLED = "CANCELLED"
+
+
+class Delivery(Base):
+    """One event on its way to one webhook. While PENDING, `next_attempt_at` is when it is due;
+    a worker that claims it pushes `next_attempt_at` to the end of its lease, so a delivery whose
+    worker died becomes due again by itself."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        # Claiming: first attempts and retries are queued apart so retries cannot starve new events.
+        Index(
+            "ix_deliveries_due_first",
+            "next_attempt_at",
+            postgresql_where=text("status = 'PENDING' AND attempts = 0"),
+            sqlite_where=text("status = 'PENDING' AND attempts = 0"),
+        ),
+        Index(
+            "ix_deliveries_due_retry",
+            "next_attempt_at",
+            postgresql_where=text("status = 'PENDING' AND attempts > 0"),
+            sqlite_where=text("status = 'PENDING' AND attempts > 0"),
+        ),
+        Index("ix_deliveries_event", "event_id"),
+        Index("ix_deliveries_webhook", "webhook_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    event_id: Mapped[str] = mapped_column(String(40), ForeignKey("events.id", ondelete="CASCADE"))
+    webhook_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("webhooks.id", ondelete="CASCADE")
+    )
+    customer_id: Mapped[int] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Set by the claim; an outcome is applied only by the worker still holding this token.
+    claim_token: Mapped[str | None] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ResultStatus:
+    SUCCESS = "SUCCESS"
+    FAILED = "FAILED"
+    PENDING_RETRY = "PENDING_RETRY"
+    EXHAUSTED = "EXHAUSTED"
+
+    ALL = (SUCCESS, FAILED, PENDING_RETRY, EXHAUSTED)
+
+
+class DeliveryResult(Base):
+    """One attempt, as the results list (A6) shows it. Denormalised on purpose: it outlives the
+    webhook (history stays readable after a delete) and is filtered without joins."""
+
+    __tablename__ = "delivery_results"
+    __table_args__ = (
+        Index("ix_delivery_results_customer_time", "customer_id", "attempted_at", "id"),
+        Index("ix_delivery_results_webhook_time", "customer_id", "webhook_id", "attempted_at"),
+        Index("ix_delivery_results_type_time", "customer_id", "event_type", "attempted_at"),
+        Index("ix_delivery_results_status_time", "customer_id", "status", "attempted_at"),
+        Index("ix_delivery_results_attempted", "attempted_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    delivery_id: Mapped[int] = mapped_column(BigInteger)
+    customer_id: Mapped[int] = mapped_column(BigInteger)
+    webhook_id: Mapped[int] = mapped_column(BigInteger)
+    event_id: Mapped[str] = mapped_column(String(40))
+    event_type: Mapped[str] = mapped_column(String(40))
+    target_url: Mapped[str] = mapped_column(String(2048))
+    attempt: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    http_status: Mapped[int | None] = mapped_column(Integer)
+    response_body: Mapped[str | None] = mapped_column(Text)
+    error_message: Mapped[str | None] = mapped_column(String(500))
+    duration_ms: Mapped[int] = mapped_column(Integer)
+    attempted_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

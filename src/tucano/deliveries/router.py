@@ -1,0 +1,168 @@
+"""Delivery results (A6), redelivery, sandbox test events, and the internal events endpoint."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from pydantic import ValidationError
+from starlette.responses import Response
+
+from tucano.auth.deps import EventPublisher, WebhookReader, WebhookWriter
+from tucano.db import SessionDep
+from tucano.deliveries import service
+from tucano.deliveries.models import Event
+from tucano.deliveries.schemas import (
+    EventAccepted,
+    EventPublication,
+    Redelivery,
+    ResultStatusName,
+    SampleEventRequest,
+    WebhookResult,
+)
+from tucano.errors import AppError, BadRequest, ErrorCode, validation_lines
+from tucano.http import JsonContent, error_responses, optional_transaction_id
+from tucano.pagination import Page, PageParams
+from tucano.webhooks.events import EventType
+from tucano.webhooks.payloads import PAYLOAD_MODELS
+from tucano.webhooks.samples import sample_payload
+from tucano.webhooks.schemas import MAX_ID
+from tucano.wire import DecimalJSONRoute, RangeEnd, RangeStart, json_response
+
+router = APIRouter(
+    prefix="/webhook/v1",
+    tags=["webhook deliveries"],
+    route_class=DecimalJSONRoute,
+    dependencies=[Depends(optional_transaction_id)],
+)
+internal_router = APIRouter(prefix="/internal/v1", tags=["internal"], route_class=DecimalJSONRoute)
+
+
+@router.get(
+    "/list/results",
+    summary="List delivery results (A6)",
+    description="One record per delivery attempt, newest first.",
+    response_model=Page[WebhookResult],
+    responses=error_responses(400, 401, 403),
+)
+async def list_results(
+    caller: WebhookReader,
+    session: SessionDep,
+    page: PageParams,
+    event_type: Annotated[EventType | None, Query(alias="eventType")] = None,
+    webhook_id: Annotated[int | None, Query(alias="webhookId", ge=1, le=MAX_ID)] = None,
+    status: Annotated[ResultStatusName | None, Query()] = None,
+    start_date: Annotated[
+        RangeStart | None,
+        Query(alias="startDate", description="Attempts at or after (ISO 8601, UTC)."),
+    ] = None,
+    end_date: Annotated[
+        RangeEnd | None,
+        Query(alias="endDate", description="Attempts at or before (ISO 8601, UTC)."),
+    ] = None,
+) -> Response:
+    if start_date is not None and end_date is not None and start_date > end_date:
+        raise BadRequest("startDate must not be after endDate")
+    rows, total = await service.list_results(
+        session,
+        customer_id=caller.customer_id,
+        filters=service.ResultFilters(event_type, webhook_id, status, start_date, end_date),
+        page=page,
+    )
+    return json_response(
+        Page[WebhookResult].of(
+            [WebhookResult.of(r) for r in rows], total=total, page=page.page, size=page.size
+        )
+    )
+
+
+@router.post(
+    "/{id:webhook_id}/redeliver",
+    summary="Deliver an event to a webhook again",
+    description="Queues a new delivery (attempt numbering starts again at 1) of one of your "
+    "events to one of your active webhooks of the same event type.",
+    status_code=202,
+    response_model=EventAccepted,
+    responses=error_responses(400, 401, 403, 404, 409, 415),
+)
+async def redeliver(
+    caller: WebhookWriter,
+    _json: JsonContent,
+    webhook_id: Annotated[int, Path(alias="id", ge=1, le=MAX_ID)],
+    body: Redelivery,
+    session: SessionDep,
+) -> Response:
+    event = await service.redeliver(
+        session, customer_id=caller.customer_id, webhook_id=webhook_id, event_id=body.event_id
+    )
+    await session.commit()
+    return json_response(
+        EventAccepted(
+            event_id=event.id,
+            event_type=EventType(event.event_type),
+            customer_id=event.customer_id,
+            created_at=event.created_at,
+            deliveries=1,
+        ),
+        status_code=202,
+    )
+
+
+@router.post(
+    "/test-events",
+    summary="Send a sample event to your own webhooks (sandbox only)",
+    status_code=202,
+    response_model=EventAccepted,
+    responses=error_responses(400, 401, 403, 415),
+)
+async def send_test_event(
+    caller: WebhookWriter,
+    _json: JsonContent,
+    body: SampleEventRequest,
+    request: Request,
+    session: SessionDep,
+) -> Response:
+    if not request.app.state.settings.is_sandbox:
+        raise AppError(ErrorCode.SANDBOX_ONLY, errors=["test events exist only in the sandbox"])
+    payload = sample_payload(body.event_type, partner_id=caller.partner_id)
+    event, queued = await service.publish_event(
+        session, customer_id=caller.customer_id, event_type=body.event_type, payload=payload
+    )
+    await session.commit()
+    return json_response(_accepted(event, queued), status_code=202)
+
+
+@internal_router.post(
+    "/events",
+    summary="Publish an event (provider systems)",
+    description="Stores the event and queues its deliveries to the customer's active webhooks of "
+    "its type; answers 202 once both are durable. The payload must match its type's schema "
+    "(see the webhooks section).",
+    status_code=202,
+    response_model=EventAccepted,
+    responses=error_responses(400, 401, 403, 413, 415),
+)
+async def publish_event(
+    caller: EventPublisher, _json: JsonContent, body: EventPublication, session: SessionDep
+) -> Response:
+    model = PAYLOAD_MODELS[body.event_type]
+    try:
+        payload = model.model_validate(body.payload)
+    except ValidationError as exc:
+        errors = [{**e, "loc": ("body", "payload", *e["loc"])} for e in exc.errors()]
+        raise BadRequest(*validation_lines(errors)) from None
+    event, queued = await service.publish_event(
+        session, customer_id=body.customer_id, event_type=body.event_type, payload=payload
+    )
+    await session.commit()
+    return json_response(_accepted(event, queued), status_code=202)
+
+
+def _accepted(event: Event, queued: int) -> EventAccepted:
+    return EventAccepted(
+        event_id=event.id,
+        event_type=EventType(event.event_type),
+        customer_id=event.customer_id,
+        created_at=event.created_at,
+        deliveries=queued,
+    )

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, StrictInt
+
+from tucano.deliveries.models import DeliveryResult
+from tucano.webhooks.events import EventType
+from tucano.webhooks.schemas import MAX_ID
+from tucano.wire import ApiModel, UtcTimestamp
+
+ResultStatusName = Literal["SUCCESS", "FAILED", "PENDING_RETRY", "EXHAUSTED"]
+
+
+class WebhookResult(ApiModel):
+    """One delivery attempt."""
+
+    result_id: int
+    webhook_id: int
+    event_id: str = Field(description="Also the webhook-id header of the delivery.")
+    event_type: EventType
+    target_url: str
+    attempt: int = Field(description="1-based, per delivery.")
+    status: ResultStatusName = Field(
+        description="SUCCESS (2xx); PENDING_RETRY (failed, retried at nextAttemptAt); EXHAUSTED "
+        "(failed, last attempt of the schedule); FAILED (not sent and not retried: the webhook "
+        "was inactive)."
+    )
+    http_status: int | None = Field(description="Null when no response was received.")
+    response_body: str | None = Field(description="The first 1 KiB of the response.")
+    error_message: str | None
+    duration_ms: int
+    attempted_at: UtcTimestamp
+    next_attempt_at: UtcTimestamp | None
+
+    @classmethod
+    def of(cls, row: DeliveryResult) -> WebhookResult:
+        return cls(
+            result_id=row.id,
+            webhook_id=row.webhook_id,
+            event_id=row.event_id,
+            event_type=EventType(row.event_type),
+            target_url=row.target_url,
+            attempt=row.attempt,
+            status=row.status,
+            http_status=row.http_status,
+            response_body=row.response_body,
+            error_message=row.error_message,
+            duration_ms=row.duration_ms,
+            attempted_at=row.attempted_at,
+            next_attempt_at=row.next_attempt_at,
+        )
+
+
+class EventPublication(ApiModel):
+    event_type: EventType
+    customer_id: StrictInt = Field(ge=1, le=MAX_ID)
+    payload: dict[str, Any] = Field(
+        description="The event's payload, as documented for its type in the webhooks section."
+    )
+
+
+class SampleEventRequest(ApiModel):
+    event_type: EventType
+
+
+class Redelivery(ApiModel):
+    event_id: str = Field(min_length=1, max_length=40, examples=["evt_0f8e..."])
+
+
+class EventAccepted(ApiModel):
+    """The event is stored, with its deliveries queued."""
+
+    event_id: str
+    event_type: EventType
+    customer_id: int
+    created_at: UtcTimestamp
+    deliveries: int = Field(description="How many webhooks the event is queued for.")

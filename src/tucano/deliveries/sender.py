@@ -1,0 +1,179 @@
+"""One HTTP POST of one delivery, to a target that has been checked at connect time.
+
+The SSRF guard runs inside aiohttp's resolver: the addresses that are checked are the addresses
+aiohttp connects to, so DNS cannot change between check and connect. IP literals never reach a
+resolver, so they are checked before the request. Redirects are not followed, cookies are never
+kept, proxies from the environment are ignored, and at most 1 KiB of the answer is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
+
+import tucano
+from tucano.deliveries.retry import parse_retry_after
+from tucano.webhooks.url_safety import (
+    IPNetwork,
+    TargetRefused,
+    literal_address,
+    parse_target_url,
+    refuse_unless_allowed,
+)
+
+USER_AGENT = f"Tucano-Webhooks/{tucano.__version__}"
+RESPONSE_BODY_LIMIT = 1024
+
+
+class TargetRefusedError(OSError):
+    """Raised by the resolver; aiohttp wraps it, the sender unwraps it."""
+
+
+class SafeResolver(AbstractResolver):
+    """Resolves like aiohttp's default resolver, then refuses the host if any address it
+    resolves to is not public (or inside the allowed networks)."""
+
+    def __init__(self, allowed_networks: Sequence[IPNetwork]) -> None:
+        self._inner = DefaultResolver()
+        self._allowed = list(allowed_networks)
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        results = await self._inner.resolve(host, port, family)
+        addresses = []
+        for result in results:
+            address = literal_address(result["host"])
+            if address is None:
+                raise TargetRefusedError(f"host {host} resolved to an unreadable address")
+            addresses.append(address)
+        try:
+            refuse_unless_allowed(host.rstrip("."), addresses, self._allowed)
+        except TargetRefused as exc:
+            raise TargetRefusedError(str(exc)) from None
+        return results
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+@dataclass(frozen=True)
+class SendResult:
+    http_status: int | None
+    response_body: str | None
+    error_message: str | None
+    duration_ms: int
+    retry_after: timedelta | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.http_status is not None and 200 <= self.http_status < 300
+
+
+class Sender:
+    """POSTs deliveries; one per process, sharing a connection pool."""
+
+    def __init__(
+        self,
+        *,
+        allowed_networks: Sequence[IPNetwork],
+        allow_http: bool,
+        timeout: float,
+        max_connections: int,
+    ) -> None:
+        self._allowed = list(allowed_networks)
+        self._allow_http = allow_http
+        self._timeout = timeout
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections,
+                resolver=SafeResolver(self._allowed),
+                ttl_dns_cache=30,
+                enable_cleanup_closed=True,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=self._timeout),
+                cookie_jar=aiohttp.DummyCookieJar(),
+                trust_env=False,
+                auto_decompress=False,
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def check_target(self, url: str) -> str | None:
+        """Why this URL may not be sent to before any network I/O, or None."""
+        try:
+            target = parse_target_url(url, allow_http=self._allow_http)
+            if target.literal_ip is not None:
+                refuse_unless_allowed(target.host, [target.literal_ip], self._allowed)
+        except TargetRefused as exc:
+            return f"targetUrl {exc}"
+        return None
+
+    async def send(
+        self, url: str, *, body: bytes, headers: Mapping[str, str], now: datetime
+    ) -> SendResult:
+        started = time.perf_counter()
+
+        def elapsed() -> int:
+            return int((time.perf_counter() - started) * 1000)
+
+        refused = self.check_target(url)
+        if refused:
+            return SendResult(None, None, f"refused: {refused}", elapsed())
+        try:
+            async with self._client().post(
+                url, data=body, headers=dict(headers), allow_redirects=False
+            ) as response:
+                raw = await response.content.read(RESPONSE_BODY_LIMIT)
+                status = response.status
+                text = raw.decode("utf-8", errors="replace").replace("\x00", "")
+                retry_after = None
+                if status in (429, 503):
+                    retry_after = parse_retry_after(response.headers.get("Retry-After"), now=now)
+                error = None
+                if 300 <= status < 400:
+                    location = response.headers.get("Location", "")[:300]
+                    error = f"receiver answered HTTP {status}; redirects are not followed"
+                    if location:
+                        error += f" (Location: {location})"
+                elif not 200 <= status < 300:
+                    error = f"receiver answered HTTP {status}"
+                return SendResult(status, text, error, elapsed(), retry_after)
+        except aiohttp.ClientConnectorDNSError as exc:
+            if isinstance(exc.os_error, TargetRefusedError):
+                return SendResult(None, None, f"refused: targetUrl {exc.os_error}", elapsed())
+            return SendResult(None, None, f"could not resolve the host: {exc.os_error}", elapsed())
+        except TimeoutError:
+            return SendResult(
+                None,
+                None,
+                f"timed out after {self._timeout:g} s without a complete answer",
+                elapsed(),
+            )
+        except aiohttp.ClientSSLError as exc:
+            return SendResult(None, None, f"TLS error: {exc}"[:500], elapsed())
+        except aiohttp.ClientConnectorError as exc:
+            return SendResult(None, None, f"could not connect: {exc.os_error}"[:500], elapsed())
+        except aiohttp.ClientError as exc:
+            return SendResult(None, None, f"{type(exc).__name__}: {exc}"[:500], elapsed())
+        except asyncio.CancelledError:
+            raise
+        except OSError as exc:
+            return SendResult(None, None, f"connection error: {exc}"[:500], elapsed())

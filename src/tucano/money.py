@@ -1,0 +1,46 @@
+"""Money: `Decimal` at the edges, integer cents in the database, never a binary float.
+
+`Money` is the pydantic type of every amount on the wire: a JSON number (not a string, not a
+boolean) with at most two decimals, from 0.01 to 999,999,999.99, kept as a `Decimal` quantized to
+cents, so it leaves as `10.50`, never `10.5`.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
+
+CENT = Decimal("0.01")
+MIN_AMOUNT = Decimal("0.01")
+MAX_AMOUNT = Decimal("999999999.99")
+
+
+def _number_only(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        raise ValueError("must be a number")
+    return value
+
+
+def quantize_cents(value: Decimal) -> Decimal:
+    """Round half-up to whole cents (the display rule for instalments)."""
+    return value.quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def to_cents(amount: Decimal) -> int:
+    cents = amount * 100
+    if cents != cents.to_integral_value():
+        raise ValueError(f"{amount} has fractions of a cent")
+    return int(cents)
+
+
+def from_cents(cents: int) -> Decimal:
+    return (Decimal(cents) / 100).quantize(CENT)
+
+
+Money = Annotated[
+    Decimal,
+    BeforeValidator(_number_only),
+    Field(ge=MIN_AMOUNT, le=MAX_AMOUNT, decimal_places=2, json_schema_extra={"multipleOf": 0.01}),
+]

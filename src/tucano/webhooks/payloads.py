@@ -1,0 +1,165 @@
+"""The JSON body of each event type, as merchants receive it (documented in OpenAPI `webhooks`).
+
+Dates are ISO 8601 UTC with milliseconds and money a JSON number with two decimals. Payloads that
+other systems publish (POST /internal/v1/events) are validated against these models, unknown
+fields refused, and re-rendered, so every delivery of a type has the same shape. No model has a
+field that could hold a card number: cards are named by brand and last four digits only.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, ConfigDict, Field, PlainSerializer, StrictInt
+
+from tucano.clock import format_utc
+from tucano.money import Money
+from tucano.webhooks.events import EventType
+from tucano.wire import ApiModel
+
+Timestamp = Annotated[AwareDatetime, PlainSerializer(format_utc, return_type=str)]
+Text = Annotated[str, Field(min_length=1, max_length=200)]
+OptionalText = Annotated[str | None, Field(default=None, max_length=200)]
+EndToEndId = Annotated[
+    str,
+    Field(
+        pattern=r"^[ED][0-9]{8}[0-9]{12}[A-Za-z0-9]{11}$",
+        description="PIX end-to-end id (32 characters).",
+        examples=["E13935893202601151030A1B2C3D4E5F"],
+    ),
+]
+Document = Annotated[
+    str, Field(pattern=r"^[0-9A-Z]{11}$|^[0-9A-Z]{14}$", description="CPF or CNPJ, no punctuation.")
+]
+CardLastDigits = Annotated[str, Field(pattern=r"^[0-9]{4}$")]
+CardBrand = Literal["VISA", "MASTERCARD", "ELO", "AMEX", "HIPERCARD", "DINERS", "DISCOVER", "JCB"]
+Installments = Annotated[StrictInt, Field(ge=1, le=24)]
+
+
+class Payload(ApiModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Party(Payload):
+    document_number: Document
+    name: Text
+
+
+class PaymentLinkInbound(Payload):
+    """A payment link was paid."""
+
+    payment_link_uuid: str = Field(pattern=r"^[0-9a-f-]{36}$")
+    payment_date: Timestamp
+    payment_method: Literal["PIX", "CREDIT_CARD"]
+    payment_id: Text
+    payment_receipt: Text = Field(description="End-to-end id for PIX, NSU for card.")
+    amount: Money
+    user_reference: OptionalText
+    numbers_installments: Installments | None = Field(
+        default=None, description="Card payments only."
+    )
+    status: Literal["PAID"]
+
+
+class PixQrInbound(Payload):
+    """A dynamic PIX QR code was paid (or a payment of it refunded)."""
+
+    txid: str = Field(pattern=r"^[A-Za-z0-9]{26,35}$")
+    amount: Money
+    payer: Party
+    end_to_end_id: EndToEndId
+    devolution_end_to_end_id: EndToEndId | None = Field(
+        default=None, description="Refunds only: the end-to-end id of the devolution."
+    )
+    type: Literal["PAYMENT", "REFUND"]
+    status: Literal["CONFIRMED", "REFUNDED"]
+    payment_date: Timestamp
+    user_reference: OptionalText
+
+
+class PixQrPartnerInbound(PixQrInbound):
+    """A partner's dynamic PIX QR code was paid: PIX_QR_INBOUND plus the partner."""
+
+    partner_id: StrictInt = Field(ge=1)
+
+
+class PixReceiver(Party):
+    pix_key: OptionalText
+    bank_ispb: str = Field(pattern=r"^[0-9]{8}$")
+
+
+class PixOutbound(Payload):
+    """An outbound PIX transfer completed, failed or was returned."""
+
+    transfer_id: Text
+    end_to_end_id: EndToEndId
+    amount: Money
+    receiver: PixReceiver
+    status: Literal["COMPLETED", "FAILED", "RETURNED"]
+    failure_reason: OptionalText = Field(description="Set when status is FAILED.")
+    transfer_date: Timestamp
+    description: OptionalText
+    user_reference: OptionalText
+
+
+class CardPaymentInbound(Payload):
+    """A credit or debit card payment was approved or denied."""
+
+    transaction_id: Text
+    nsu: str = Field(pattern=r"^[0-9]{6,12}$")
+    authorization_code: str | None = Field(default=None, pattern=r"^[0-9A-Z]{6}$")
+    amount: Money
+    payment_type: Literal["CREDIT", "DEBIT"]
+    numbers_installments: Installments
+    card_brand: CardBrand
+    card_last_digits: CardLastDigits
+    status: Literal["APPROVED", "DENIED"]
+    transaction_date: Timestamp
+    user_reference: OptionalText
+
+
+class Cardholder(Payload):
+    cardholder_name: Text
+    card_brand: CardBrand
+    card_last_digits: CardLastDigits
+
+
+class CardChargeback(Payload):
+    """A cardholder disputed a card payment."""
+
+    credit_card_id: Text
+    amount: Money
+    identification_transaction: Text
+    cancelation_date: Timestamp
+    transaction_date: Timestamp
+    description: OptionalText
+    numbers_installments: Installments
+    recurrence_id: OptionalText = Field(description="Set when the charge was recurring.")
+    additional_data: Cardholder
+
+
+class CardRecurringInbound(Payload):
+    """A recurring card charge (a subscription's instalment) was approved or denied."""
+
+    recurrence_id: Text
+    transaction_id: Text
+    nsu: str = Field(pattern=r"^[0-9]{6,12}$")
+    charge_number: StrictInt = Field(ge=1)
+    amount: Money
+    card_brand: CardBrand
+    card_last_digits: CardLastDigits
+    status: Literal["APPROVED", "DENIED"]
+    charge_date: Timestamp
+    next_charge_date: Timestamp | None = None
+    user_reference: OptionalText
+
+
+PAYLOAD_MODELS: dict[EventType, type[Payload]] = {
+    EventType.PAYMENT_LINK_INBOUND: PaymentLinkInbound,
+    EventType.PIX_QR_INBOUND: PixQrInbound,
+    EventType.PIX_QR_PARTNER_INBOUND: PixQrPartnerInbound,
+    EventType.PIX_OUTBOUND: PixOutbound,
+    EventType.CARD_PAYMENT_INBOUND: CardPaymentInbound,
+    EventType.CARD_CHARGEBACK: CardChargeback,
+    EventType.CARD_RECURRING_INBOUND: CardRecurringInbound,
+}

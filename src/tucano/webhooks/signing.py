@@ -1,0 +1,56 @@
+"""Standard Webhooks signatures (https://www.standardwebhooks.com/), as pure functions.
+
+Each delivery carries `webhook-id` (the event id, the same on every retry), `webhook-timestamp`
+(Unix seconds of this attempt) and `webhook-signature`: `v1,<base64 HMAC-SHA256>` of
+`{id}.{timestamp}.{body}` keyed with the base64-decoded part of the `whsec_` secret, one
+space-separated entry per live secret (two while a rotated secret is in its grace period).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from collections.abc import Sequence
+
+SECRET_PREFIX = "whsec_"  # noqa: S105 - a prefix, not a secret
+
+
+def secret_key_bytes(secret: str) -> bytes:
+    return base64.b64decode(secret.removeprefix(SECRET_PREFIX))
+
+
+def sign(*, secret: str, message_id: str, timestamp: int, body: bytes) -> str:
+    """One `v1,<base64>` signature."""
+    signed = f"{message_id}.{timestamp}.".encode() + body
+    digest = hmac.new(secret_key_bytes(secret), signed, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
+
+
+def signature_header(
+    *, secrets: Sequence[str], message_id: str, timestamp: int, body: bytes
+) -> str:
+    return " ".join(
+        sign(secret=s, message_id=message_id, timestamp=timestamp, body=body) for s in secrets
+    )
+
+
+def delivery_headers(
+    *,
+    secrets: Sequence[str],
+    message_id: str,
+    timestamp: int,
+    body: bytes,
+    event_type: str,
+    user_agent: str,
+) -> dict[str, str]:
+    return {
+        "content-type": "application/json",
+        "user-agent": user_agent,
+        "webhook-id": message_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": signature_header(
+            secrets=secrets, message_id=message_id, timestamp=timestamp, body=body
+        ),
+        "x-event-type": event_type,
+    }

@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import Merchant, RunningService
+from tucano.auth.tokens import Scope
+
+
+@pytest.fixture
+async def merchant(delivery_service: RunningService) -> Merchant:
+    return await delivery_service.merchant()
+
+
+@pytest.fixture
+async def publisher(delivery_service: RunningService) -> Merchant:
+    """The provider's own system that raises events (scope events.publish)."""
+    return await delivery_service.merchant(scopes=[Scope.EVENTS_PUBLISH])

@@ -1,0 +1,572 @@
+"""The delivery engine end to end: real receivers on loopback, a real worker, both databases."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from standardwebhooks.webhooks import Webhook as StandardWebhook
+
+from tests.deliveries.support import (
+    eventually,
+    pix_outbound,
+    publish,
+    register,
+    results,
+    results_for,
+)
+from tests.helpers import Merchant, RunningService, assert_error_body
+from tests.receivers import Receiver, always, failing_then_ok, hanging
+from tucano import wire
+from tucano.errors import ErrorCode
+from tucano.webhooks.events import EventType
+from tucano.webhooks.payloads import PAYLOAD_MODELS
+from tucano.webhooks.samples import sample_payload
+
+RESULT_FIELDS = {
+    "resultId",
+    "webhookId",
+    "eventId",
+    "eventType",
+    "targetUrl",
+    "attempt",
+    "status",
+    "httpStatus",
+    "responseBody",
+    "errorMessage",
+    "durationMs",
+    "attemptedAt",
+    "nextAttemptAt",
+}
+
+
+def verify(secret: str, request: Any) -> Any:
+    """What a merchant's receiver does with the standardwebhooks library."""
+    return StandardWebhook(secret).verify(request.body, request.headers)
+
+
+async def test_a_delivery_is_signed_per_standard_webhooks(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    webhook = await register(merchant, receiver, "/signed")
+    accepted = await publish(publisher, merchant.customer_id, pix_outbound(Decimal("1234.50")))
+    assert accepted["deliveries"] == 1
+    assert accepted["eventId"].startswith("evt_")
+
+    (request,) = await receiver.wait_for("/signed", 1)
+    assert verify(webhook["secret"], request)["amount"] == 1234.5
+    assert request.headers["webhook-id"] == accepted["eventId"]
+    assert abs(int(request.headers["webhook-timestamp"]) - time.time()) < 30
+    assert request.headers["content-type"] == "application/json"
+    assert request.headers["x-event-type"] == "PIX_OUTBOUND"
+    assert request.headers["user-agent"].startswith("Tucano-Webhooks/")
+    # The body is the payload itself, no envelope, money with two decimals.
+    assert b'"amount":1234.50' in request.body
+    body = json.loads(request.body)
+    assert body["endToEndId"] == "E13935893202601151030A1B2C3D4E5F"
+    assert body["transferDate"] == "2026-01-15T10:30:00.000Z"
+
+
+async def test_a_forged_or_altered_delivery_does_not_verify(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    webhook = await register(merchant, receiver, "/tamper")
+    other = await register(merchant, receiver, "/other")
+    await publish(publisher, merchant.customer_id)
+    (request,) = await receiver.wait_for("/tamper", 1)
+    from standardwebhooks.webhooks import WebhookVerificationError
+
+    with pytest.raises(WebhookVerificationError):
+        StandardWebhook(other["secret"]).verify(request.body, request.headers)
+    with pytest.raises(WebhookVerificationError):
+        StandardWebhook(webhook["secret"]).verify(
+            request.body.replace(b"10.50", b"99.50"), request.headers
+        )
+
+
+async def test_only_active_matching_webhooks_of_the_same_customer_receive(
+    delivery_service: RunningService, publisher: Merchant, receiver: Receiver
+) -> None:
+    owner = await delivery_service.merchant()
+    stranger = await delivery_service.merchant()
+    await register(owner, receiver, "/match")
+    await register(owner, receiver, "/match-too")
+    await register(owner, receiver, "/inactive", isActive=False)
+    await register(owner, receiver, "/other-type", event_type="CARD_CHARGEBACK")
+    await register(stranger, receiver, "/stranger")
+
+    accepted = await publish(publisher, owner.customer_id)
+    assert accepted["deliveries"] == 2
+    await receiver.wait_for("/match", 1)
+    await receiver.wait_for("/match-too", 1)
+    await asyncio.sleep(0.5)
+    assert {r.path for r in receiver.received} == {"/match", "/match-too"}
+
+
+async def test_failures_are_retried_on_the_schedule_and_every_attempt_recorded(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    receiver.behaviours["/flaky"] = failing_then_ok(2, status=500)
+    webhook = await register(merchant, receiver, "/flaky")
+    accepted = await publish(publisher, merchant.customer_id)
+
+    requests = await receiver.wait_for("/flaky", 3)
+    assert {r.headers["webhook-id"] for r in requests} == {accepted["eventId"]}
+    for request in requests:
+        verify(webhook["secret"], request)
+    gaps = [b.at - a.at for a, b in itertools.pairwise(requests)]
+    assert 0.25 <= gaps[0] < 1.5  # 300 ms +- 10% jitter, plus processing
+    assert 0.5 <= gaps[1] < 2.0  # 600 ms
+
+    records = await results_for(merchant, 3, webhookId=webhook["webhookId"])
+    assert set(records[0]) == RESULT_FIELDS
+    assert [r["attempt"] for r in records] == [3, 2, 1]  # newest first
+    assert [r["status"] for r in records] == ["SUCCESS", "PENDING_RETRY", "PENDING_RETRY"]
+    assert [r["httpStatus"] for r in records] == [200, 500, 500]
+    assert records[0]["nextAttemptAt"] is None
+    for failed in records[1:]:
+        assert failed["nextAttemptAt"] > failed["attemptedAt"]
+        assert failed["errorMessage"] == "receiver answered HTTP 500"
+    for record in records:
+        assert record["eventId"] == accepted["eventId"]
+        assert record["eventType"] == "PIX_OUTBOUND"
+        assert record["targetUrl"] == receiver.url("/flaky")
+        assert record["responseBody"] == "ok"
+        assert record["durationMs"] >= 0
+        assert record["attemptedAt"].endswith("Z") and len(record["attemptedAt"]) == 24
+
+
+async def test_after_the_last_attempt_the_delivery_is_exhausted(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    receiver.behaviours["/down"] = always(503, "maintenance")
+    webhook = await register(merchant, receiver, "/down")
+    await publish(publisher, merchant.customer_id)
+    records = await results_for(merchant, 3, webhookId=webhook["webhookId"])
+    assert [r["status"] for r in records] == ["EXHAUSTED", "PENDING_RETRY", "PENDING_RETRY"]
+    assert records[0]["nextAttemptAt"] is None
+    assert records[0]["responseBody"] == "maintenance"
+    await asyncio.sleep(1.5)
+    assert len(receiver.at("/down")) == 3  # the schedule has two delays: three attempts
+
+
+async def test_retry_after_is_honoured(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    receiver.behaviours["/busy"] = failing_then_ok(1, status=429, **{"Retry-After": "1"})
+    await register(merchant, receiver, "/busy")
+    await publish(publisher, merchant.customer_id)
+    first, second = await receiver.wait_for("/busy", 2)
+    assert second.at - first.at >= 0.95  # not the 300 ms of the schedule
+
+
+async def test_redirects_are_not_followed(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    receiver.behaviours["/moved"] = always(302, "", Location=receiver.url("/elsewhere"))
+    webhook = await register(merchant, receiver, "/moved")
+    await publish(publisher, merchant.customer_id)
+    (record, *_) = await results_for(merchant, 1, webhookId=webhook["webhookId"])
+    assert record["httpStatus"] == 302
+    assert record["status"] == "PENDING_RETRY"
+    assert "redirects are not followed" in record["errorMessage"]
+    assert receiver.at("/elsewhere") == []
+
+
+async def test_only_the_first_kib_of_the_answer_is_kept(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    receiver.behaviours["/chatty"] = always(200, "é" * 5000)
+    webhook = await register(merchant, receiver, "/chatty")
+    await publish(publisher, merchant.customer_id)
+    (record,) = await results_for(merchant, 1, webhookId=webhook["webhookId"])
+    assert record["status"] == "SUCCESS"
+    assert len(record["responseBody"].encode()) <= 1024 + 3
+    assert record["responseBody"].startswith("éé")
+
+
+async def test_a_receiver_that_does_not_answer_in_time_is_a_failed_attempt(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    receiver.behaviours["/slow"] = hanging(5)
+    webhook = await register(merchant, receiver, "/slow")
+    await publish(publisher, merchant.customer_id)
+    (record, *_) = await results_for(merchant, 1, timeout=10, webhookId=webhook["webhookId"])
+    assert record["httpStatus"] is None
+    assert "timed out after 1.5 s" in record["errorMessage"]
+    assert 1400 <= record["durationMs"] < 3000
+
+
+async def test_a_connection_refused_is_recorded(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    closed = Receiver()
+    await closed.start()
+    url = closed.url("/gone")
+    await closed.stop()
+    response = await merchant.post(
+        "/webhook/v1/create", json={"targetUrl": url, "eventType": "PIX_OUTBOUND"}
+    )
+    webhook = response.json()
+    await publish(publisher, merchant.customer_id)
+    (record, *_) = await results_for(merchant, 1, webhookId=webhook["webhookId"])
+    assert record["httpStatus"] is None
+    assert record["errorMessage"].startswith("could not connect")
+
+
+async def test_rotated_secret_signs_beside_the_new_one(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    webhook = await register(merchant, receiver, "/rotated")
+    rotated = (await merchant.post(f"/webhook/v1/{webhook['webhookId']}/secret/rotate")).json()
+    await publish(publisher, merchant.customer_id)
+    (request,) = await receiver.wait_for("/rotated", 1)
+    assert len(request.headers["webhook-signature"].split(" ")) == 2
+    verify(webhook["secret"], request)
+    verify(rotated["secret"], request)
+
+
+async def test_a_hanging_target_does_not_hold_back_a_healthy_one(
+    delivery_service: RunningService, publisher: Merchant, receiver: Receiver
+) -> None:
+    slow_owner = await delivery_service.merchant()
+    fast_owner = await delivery_service.merchant()
+    slow = Receiver(behaviours={"/hang": hanging(30)})
+    await slow.start()
+    try:
+        await register(slow_owner, slow, "/hang")
+        for _ in range(40):  # far more than the per-target cap
+            await publish(publisher, slow_owner.customer_id)
+        await slow.wait_for("/hang", 8)
+        started = time.monotonic()
+        for _ in range(10):
+            await register(fast_owner, receiver, "/healthy")
+        await publish(publisher, fast_owner.customer_id)
+        await receiver.wait_for("/healthy", 10, timeout=5)
+        assert time.monotonic() - started < 3
+        # The hanging target never had more than its cap of requests open at once.
+        assert slow.most_open["/hang"] == delivery_service.settings.delivery_concurrency_per_target
+    finally:
+        await slow.stop()
+
+
+async def test_the_events_endpoint_validates_payloads(
+    merchant: Merchant, publisher: Merchant
+) -> None:
+    bad = pix_outbound(amount=Decimal("10.555"), status="DONE", endToEndId="E123")
+    bad["receiver"]["documentNumber"] = "123"
+    bad["cardNumber"] = "4111111111111111"
+    del bad["transferDate"]
+    response = await publisher.post(
+        "/internal/v1/events",
+        json={"eventType": "PIX_OUTBOUND", "customerId": merchant.customer_id, "payload": {}},
+    )
+    assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+    response = await publisher.post(
+        "/internal/v1/events",
+        content=wire.dumps(
+            {"eventType": "PIX_OUTBOUND", "customerId": merchant.customer_id, "payload": bad}
+        ),
+        headers={"content-type": "application/json"},
+    )
+    errors = assert_error_body(response, 400)["errors"]
+    for expected in (
+        "payload.amount must have at most 2 decimal places",
+        "payload.status must be one of",
+        "payload.endToEndId",
+        "payload.receiver.documentNumber",
+        "payload.cardNumber is not a known field",
+        "payload.transferDate is required",
+    ):
+        assert any(line.startswith(expected) for line in errors), (expected, errors)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"eventType": "NOPE", "customerId": 1, "payload": {}}, "eventType must be one of"),
+        (
+            {"eventType": "PIX_OUTBOUND", "customerId": 0, "payload": {}},
+            "customerId must be greater",
+        ),
+        (
+            {"eventType": "PIX_OUTBOUND", "customerId": "1", "payload": {}},
+            "customerId must be an integer",
+        ),
+        (
+            {"eventType": "PIX_OUTBOUND", "customerId": 1, "payload": []},
+            "payload must be a JSON object",
+        ),
+        ({"eventType": "PIX_OUTBOUND", "customerId": 1}, "payload is required"),
+    ],
+)
+async def test_the_events_endpoint_validates_its_envelope(
+    publisher: Merchant, body: dict[str, Any], message: str
+) -> None:
+    errors = assert_error_body(await publisher.post("/internal/v1/events", json=body), 400)[
+        "errors"
+    ]
+    assert any(line.startswith(message) for line in errors), errors
+
+
+async def test_publishing_needs_the_events_publish_scope(merchant: Merchant) -> None:
+    response = await merchant.post(
+        "/internal/v1/events",
+        json={"eventType": "PIX_OUTBOUND", "customerId": merchant.customer_id, "payload": {}},
+    )
+    error = assert_error_body(response, 403, ErrorCode.INSUFFICIENT_SCOPE)
+    assert "events.publish" in error["errors"][0]
+
+
+@pytest.mark.parametrize(
+    "event_type",
+    [
+        "PIX_OUTBOUND",
+        "PIX_QR_INBOUND",
+        "PIX_QR_PARTNER_INBOUND",
+        "CARD_PAYMENT_INBOUND",
+        "CARD_CHARGEBACK",
+        "CARD_RECURRING_INBOUND",
+        "PAYMENT_LINK_INBOUND",
+    ],
+)
+async def test_sandbox_test_events_reach_the_callers_webhooks(
+    delivery_service: RunningService, receiver: Receiver, event_type: str
+) -> None:
+    merchant = await delivery_service.merchant(partner_id=12)
+    webhook = await register(merchant, receiver, f"/sample/{event_type}", event_type=event_type)
+    response = await merchant.post("/webhook/v1/test-events", json={"eventType": event_type})
+    assert response.status_code == 202, response.text
+    assert response.json()["deliveries"] == 1
+    (request,) = await receiver.wait_for(f"/sample/{event_type}", 1)
+    payload = verify(webhook["secret"], request)
+    PAYLOAD_MODELS[EventType(event_type)].model_validate(payload)
+    assert request.headers["x-event-type"] == event_type
+
+
+async def test_test_events_are_refused_in_production(production_service: RunningService) -> None:
+    merchant = await production_service.merchant()
+    response = await merchant.post("/webhook/v1/test-events", json={"eventType": "PIX_OUTBOUND"})
+    assert_error_body(response, 403, ErrorCode.SANDBOX_ONLY)
+
+
+# --- results (A6) -----------------------------------------------------------------------------
+
+
+async def test_results_filter_and_page_newest_first(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    pix = await register(merchant, receiver, "/pix")
+    receiver.behaviours["/card"] = always(500)
+    card = await register(merchant, receiver, "/card", event_type="CARD_CHARGEBACK")
+    for _ in range(3):
+        await publish(publisher, merchant.customer_id)
+    chargeback = json.loads(wire.dumps(sample_payload(EventType.CARD_CHARGEBACK)))
+    await publish(publisher, merchant.customer_id, chargeback, event_type="CARD_CHARGEBACK")
+    await results_for(merchant, 3, webhookId=pix["webhookId"])
+    await results_for(merchant, 3, webhookId=card["webhookId"])
+
+    everything = await results(merchant, size=100)
+    times = [(r["attemptedAt"], r["resultId"]) for r in everything["content"]]
+    assert times == sorted(times, reverse=True)
+    assert everything["totalElements"] == 6
+
+    only_card = await results(merchant, eventType="CARD_CHARGEBACK")
+    assert {r["webhookId"] for r in only_card["content"]} == {card["webhookId"]}
+    assert only_card["totalElements"] == 3
+    successes = await results(merchant, status="SUCCESS")
+    assert successes["totalElements"] == 3
+    assert {r["webhookId"] for r in successes["content"]} == {pix["webhookId"]}
+    exhausted = await results(merchant, status="EXHAUSTED", webhookId=card["webhookId"])
+    assert exhausted["totalElements"] == 1
+
+    page = await results(merchant, size=4, page=1)
+    assert page | {"content": None} == {
+        "content": None,
+        "totalElements": 6,
+        "totalPages": 2,
+        "size": 4,
+        "number": 1,
+        "first": False,
+        "last": True,
+        "empty": False,
+    }
+    assert [r["resultId"] for r in page["content"]] == [
+        r["resultId"] for r in everything["content"][4:]
+    ]
+
+    newest = everything["content"][0]["attemptedAt"]
+    oldest = everything["content"][-1]["attemptedAt"]
+    window = await results(merchant, startDate=newest, endDate=newest)
+    assert window["totalElements"] >= 1
+    assert all(r["attemptedAt"] == newest for r in window["content"])
+    assert (await results(merchant, endDate=oldest))["totalElements"] >= 1
+    assert (await results(merchant, startDate="2999-01-01"))["totalElements"] == 0
+    assert (await results(merchant, endDate="2000-01-01T00:00:00Z"))["empty"] is True
+
+
+async def test_results_of_another_customer_are_invisible(
+    delivery_service: RunningService, publisher: Merchant, receiver: Receiver
+) -> None:
+    owner = await delivery_service.merchant()
+    stranger = await delivery_service.merchant()
+    webhook = await register(owner, receiver, "/mine")
+    await publish(publisher, owner.customer_id)
+    await results_for(owner, 1)
+    assert (await results(stranger))["totalElements"] == 0
+    assert (await results(stranger, webhookId=webhook["webhookId"]))["totalElements"] == 0
+
+
+async def test_empty_results_are_the_empty_page(merchant: Merchant) -> None:
+    assert await results(merchant) == {
+        "content": [],
+        "totalElements": 0,
+        "totalPages": 0,
+        "size": 20,
+        "number": 0,
+        "first": True,
+        "last": True,
+        "empty": True,
+    }
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"eventType": "NOPE"}, "eventType must be one of"),
+        ({"status": "DONE"}, "status must be one of"),
+        ({"webhookId": "x"}, "webhookId must be an integer"),
+        ({"webhookId": 0}, "webhookId must be greater than or equal to 1"),
+        ({"startDate": "yesterday"}, "startDate must be an ISO 8601 timestamp"),
+        ({"endDate": "2026-13-01"}, "endDate must be an ISO 8601 timestamp"),
+        (
+            {"startDate": "2026-02-01", "endDate": "2026-01-01"},
+            "startDate must not be after endDate",
+        ),
+        ({"size": 500}, "size must be less than or equal to 100"),
+    ],
+)
+async def test_results_refuse_bad_filters(
+    merchant: Merchant, params: dict[str, Any], message: str
+) -> None:
+    error = assert_error_body(await merchant.get("/webhook/v1/list/results", params=params), 400)
+    assert any(line.startswith(message) for line in error["errors"]), error
+
+
+# --- redelivery, deactivation ---------------------------------------------------------------
+
+
+async def test_an_event_can_be_redelivered(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    webhook = await register(merchant, receiver, "/again")
+    accepted = await publish(publisher, merchant.customer_id)
+    await receiver.wait_for("/again", 1)
+    response = await merchant.post(
+        f"/webhook/v1/{webhook['webhookId']}/redeliver", json={"eventId": accepted["eventId"]}
+    )
+    assert response.status_code == 202, response.text
+    first, second = await receiver.wait_for("/again", 2)
+    assert first.body == second.body
+    assert second.headers["webhook-id"] == accepted["eventId"]
+    records = await results_for(merchant, 2, webhookId=webhook["webhookId"])
+    assert [r["attempt"] for r in records] == [1, 1]
+
+
+async def test_redelivery_refusals(
+    delivery_service: RunningService, publisher: Merchant, receiver: Receiver
+) -> None:
+    owner = await delivery_service.merchant()
+    stranger = await delivery_service.merchant()
+    webhook = await register(owner, receiver, "/r1")
+    other_type = await register(owner, receiver, "/r2", event_type="CARD_CHARGEBACK")
+    accepted = await publish(publisher, owner.customer_id)
+    event_id = accepted["eventId"]
+
+    theirs = await stranger.post(
+        f"/webhook/v1/{webhook['webhookId']}/redeliver", json={"eventId": event_id}
+    )
+    assert_error_body(theirs, 404, ErrorCode.WEBHOOK_NOT_FOUND)
+    strangers_hook = await register(stranger, receiver, "/r3")
+    not_their_event = await stranger.post(
+        f"/webhook/v1/{strangers_hook['webhookId']}/redeliver", json={"eventId": event_id}
+    )
+    assert_error_body(not_their_event, 404, ErrorCode.EVENT_NOT_FOUND)
+    mismatch = await owner.post(
+        f"/webhook/v1/{other_type['webhookId']}/redeliver", json={"eventId": event_id}
+    )
+    assert_error_body(mismatch, 409, ErrorCode.WEBHOOK_EVENT_MISMATCH)
+    await owner.put(f"/webhook/v1/{webhook['webhookId']}", json={"isActive": False})
+    inactive = await owner.post(
+        f"/webhook/v1/{webhook['webhookId']}/redeliver", json={"eventId": event_id}
+    )
+    assert_error_body(inactive, 409, ErrorCode.WEBHOOK_INACTIVE)
+    missing = await owner.post(f"/webhook/v1/{webhook['webhookId']}/redeliver", json={})
+    assert_error_body(missing, 400)
+
+
+async def test_a_webhook_deactivated_while_retrying_gets_no_more_attempts(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    receiver.behaviours["/stop"] = always(500)
+    webhook = await register(merchant, receiver, "/stop")
+    await publish(publisher, merchant.customer_id)
+    await receiver.wait_for("/stop", 1)
+    await merchant.put(f"/webhook/v1/{webhook['webhookId']}", json={"isActive": False})
+    records = await results_for(merchant, 2, webhookId=webhook["webhookId"])
+    assert records[0]["status"] == "FAILED"
+    assert "inactive" in records[0]["errorMessage"]
+    await asyncio.sleep(1)
+    assert len(receiver.at("/stop")) == 1
+
+
+async def test_a_webhook_failing_for_the_whole_period_is_deactivated_visibly(
+    delivery_service: RunningService, merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    receiver.behaviours["/dead"] = always(500)
+    webhook = await register(merchant, receiver, "/dead")
+    webhook_id = webhook["webhookId"]
+
+    async def keep_failing() -> None:
+        while True:
+            await publish(publisher, merchant.customer_id)
+            await asyncio.sleep(0.5)
+
+    feeding = asyncio.create_task(keep_failing())
+    try:
+
+        async def deactivated() -> bool:
+            return (await merchant.get(f"/webhook/v1/{webhook_id}")).json()["isActive"] is False
+
+        await eventually(deactivated, timeout=15, what="automatic deactivation")
+    finally:
+        feeding.cancel()
+    status = (await merchant.get(f"/webhook/v1/{webhook_id}/delivery-status")).json()
+    assert status["isActive"] is False
+    assert status["deactivatedAt"] is not None
+    assert "every delivery failed for 4 seconds" in status["deactivationReason"]
+    assert status["failingSince"] <= status["deactivatedAt"]
+
+    # Switched back on by its owner: a fresh start.
+    await merchant.put(f"/webhook/v1/{webhook_id}", json={"isActive": True})
+    status = (await merchant.get(f"/webhook/v1/{webhook_id}/delivery-status")).json()
+    assert status == status | {"isActive": True, "deactivatedAt": None, "deactivationReason": None}
+
+
+async def test_a_healthy_webhook_is_never_deactivated(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    receiver.behaviours["/ok-later"] = failing_then_ok(1)
+    webhook = await register(merchant, receiver, "/ok-later")
+    await publish(publisher, merchant.customer_id)
+    await receiver.wait_for("/ok-later", 2)
+    await asyncio.sleep(0.3)
+    status = (await merchant.get(f"/webhook/v1/{webhook['webhookId']}/delivery-status")).json()
+    assert status["failingSince"] is None
+    assert status["lastSuccessAt"] is not None
+    assert status["isActive"] is True

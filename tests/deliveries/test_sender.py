@@ -1,0 +1,71 @@
+"""The sender against real sockets: the SSRF guard at connect time, and what is sent."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from tests.receivers import Receiver
+from tucano.clock import clock
+from tucano.deliveries.sender import Sender
+
+LOOPBACK = [ipaddress.ip_network("127.0.0.0/8")]
+
+
+def sender(allowed: list[ipaddress.IPv4Network]) -> Sender:
+    return Sender(allowed_networks=allowed, allow_http=True, timeout=2, max_connections=4)
+
+
+async def test_a_name_resolving_to_a_private_address_is_refused_at_connect_time(
+    receiver: Receiver,
+) -> None:
+    # `localhost` is a name: it goes through the resolver, which checks what it resolves to.
+    url = receiver.url("/x").replace("127.0.0.1", "localhost")
+    refusing = sender([])
+    try:
+        result = await refusing.send(url, body=b"{}", headers={}, now=clock.now())
+    finally:
+        await refusing.close()
+    assert result.http_status is None
+    assert result.error_message is not None
+    assert result.error_message.startswith("refused: targetUrl host localhost")
+    assert receiver.received == []
+
+    allowing = sender(LOOPBACK)
+    try:
+        result = await allowing.send(url, body=b"{}", headers={}, now=clock.now())
+    finally:
+        await allowing.close()
+    assert result.http_status == 200
+    assert len(receiver.received) == 1
+
+
+async def test_a_literal_private_address_is_refused_before_any_connection(
+    receiver: Receiver,
+) -> None:
+    refusing = sender([])
+    try:
+        for url in (
+            receiver.url("/x"),
+            "http://10.1.2.3/",
+            "http://[::1]:9/",
+            "http://2130706433/",
+        ):
+            result = await refusing.send(url, body=b"{}", headers={}, now=clock.now())
+            assert result.error_message is not None
+            assert result.error_message.startswith("refused:"), (url, result)
+    finally:
+        await refusing.close()
+    assert receiver.received == []
+
+
+async def test_cookies_from_one_receiver_are_never_sent_back(receiver: Receiver) -> None:
+    from tests.receivers import always
+
+    receiver.behaviours["/cookie"] = always(200, "ok", **{"Set-Cookie": "session=abc; Path=/"})
+    client = sender(LOOPBACK)
+    try:
+        await client.send(receiver.url("/cookie"), body=b"{}", headers={}, now=clock.now())
+        await client.send(receiver.url("/cookie"), body=b"{}", headers={}, now=clock.now())
+    finally:
+        await client.close()
+    assert "cookie" not in receiver.received[1].headers
