@@ -13,6 +13,11 @@ EXPECTED_OPERATIONS = {
     ("delete", "/webhook/v1/{id}"),
     ("get", "/webhook/v1/{id}/secret"),
     ("post", "/webhook/v1/{id}/secret/rotate"),
+    ("get", "/webhook/v1/{id}/delivery-status"),
+    ("post", "/webhook/v1/{id}/redeliver"),
+    ("get", "/webhook/v1/list/results"),
+    ("post", "/webhook/v1/test-events"),
+    ("post", "/internal/v1/events"),
 }
 
 
@@ -62,3 +67,45 @@ async def test_docs_page_is_served(service: RunningService) -> None:
     response = await service.http.get("/docs")
     assert response.status_code == 200
     assert "swagger" in response.text.lower()
+
+
+async def test_every_event_payload_is_documented_in_the_webhooks_section(
+    service: RunningService,
+) -> None:
+    document = (await service.http.get("/openapi.json")).json()
+    webhooks = document["webhooks"]
+    assert set(webhooks) == {
+        "PIX_OUTBOUND",
+        "PIX_QR_INBOUND",
+        "PIX_QR_PARTNER_INBOUND",
+        "CARD_PAYMENT_INBOUND",
+        "CARD_CHARGEBACK",
+        "CARD_RECURRING_INBOUND",
+        "PAYMENT_LINK_INBOUND",
+    }
+    schemas = document["components"]["schemas"]
+    link = webhooks["PAYMENT_LINK_INBOUND"]["post"]
+    ref = link["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    paid = schemas[ref.rsplit("/", 1)[1]]
+    assert {
+        "paymentLinkUuid",
+        "paymentDate",
+        "paymentMethod",
+        "paymentId",
+        "paymentReceipt",
+        "amount",
+        "userReference",
+        "numbersInstallments",
+        "status",
+    } <= set(paid["properties"])
+    assert "webhook-signature" in link["description"]
+    results = document["paths"]["/webhook/v1/list/results"]["get"]
+    assert {p["name"] for p in results["parameters"]} >= {
+        "eventType",
+        "webhookId",
+        "status",
+        "startDate",
+        "endDate",
+        "page",
+        "size",
+    }

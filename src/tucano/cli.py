@@ -87,7 +87,12 @@ def worker_command(
     configure_logging(settings.log_level)
     if migrate:
         _migrate(settings)
-    asyncio.run(_run_worker(settings))
+    try:
+        import uvloop  # installed with uvicorn[standard]; the loop `tucano serve` runs on too
+    except ImportError:  # pragma: no cover
+        asyncio.run(_run_worker(settings))
+    else:
+        uvloop.run(_run_worker(settings))
 
 
 async def _run_worker(settings: Settings) -> None:

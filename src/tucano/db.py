@@ -6,13 +6,13 @@ worker loop, a CLI command) commits it once, so two services can share one trans
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
-from sqlalchemy import BigInteger, DateTime, Integer, MetaData, event
+from sqlalchemy import BigInteger, DateTime, Integer, MetaData, Table, event
 from sqlalchemy.engine import Dialect
 from sqlalchemy.engine.url import make_url
 from sqlalchemy.ext.asyncio import (
@@ -84,7 +84,11 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
 def create_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite":
-        engine = create_async_engine(url, hide_parameters=True)
+        # One connection per process: SQLite has one writer at a time anyway, and queueing for
+        # the connection in asyncio is far cheaper than SQLite's busy handler, which sleeps.
+        engine = create_async_engine(
+            url, hide_parameters=True, pool_size=1, max_overflow=0, pool_timeout=120
+        )
         _configure_sqlite(engine)
         return engine
     return create_async_engine(
@@ -96,6 +100,33 @@ def create_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
         # SQL parameters never reach an error message or a log line.
         hide_parameters=True,
     )
+
+
+async def insert_many(
+    session: AsyncSession, table: Table, rows: Sequence[Mapping[str, Any]]
+) -> None:
+    """INSERT rows with one driver-level executemany, for the hot paths (the outbox, delivery
+    results): SQLAlchemy's per-row parameter machinery costs more than SQLite itself there.
+    Values still go through each column type's bind processor (UTC timestamps included)."""
+    if not rows:
+        return
+    dialect = session.get_bind().dialect
+    columns = list(rows[0])
+    processors = [table.c[name].type.bind_processor(dialect) for name in columns]
+    if dialect.paramstyle == "qmark":
+        marks = ", ".join("?" for _ in columns)
+    else:  # asyncpg: numeric_dollar
+        marks = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
+    sql = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({marks})"  # noqa: S608 - our own names
+    params = [
+        tuple(
+            process(row[name]) if process else row[name]
+            for name, process in zip(columns, processors, strict=True)
+        )
+        for row in rows
+    ]
+    connection = await session.connection()
+    await connection.exec_driver_sql(sql, params)
 
 
 class _Session(Session):

@@ -29,6 +29,11 @@ class DeliveryStatus:
     CANCELLED = "CANCELLED"
 
 
+# The two queues of due deliveries, each with its partial index (see Delivery.__table_args__).
+FIRST_ATTEMPT_QUEUE = "status = 'PENDING' AND attempts = 0"
+RETRY_QUEUE = "status = 'PENDING' AND attempts > 0"
+
+
 class Delivery(Base):
     """One event on its way to one webhook. While PENDING, `next_attempt_at` is when it is due;
     a worker that claims it pushes `next_attempt_at` to the end of its lease, so a delivery whose
@@ -40,14 +45,14 @@ class Delivery(Base):
         Index(
             "ix_deliveries_due_first",
             "next_attempt_at",
-            postgresql_where=text("status = 'PENDING' AND attempts = 0"),
-            sqlite_where=text("status = 'PENDING' AND attempts = 0"),
+            postgresql_where=text(FIRST_ATTEMPT_QUEUE),
+            sqlite_where=text(FIRST_ATTEMPT_QUEUE),
         ),
         Index(
             "ix_deliveries_due_retry",
             "next_attempt_at",
-            postgresql_where=text("status = 'PENDING' AND attempts > 0"),
-            sqlite_where=text("status = 'PENDING' AND attempts > 0"),
+            postgresql_where=text(RETRY_QUEUE),
+            sqlite_where=text(RETRY_QUEUE),
         ),
         Index("ix_deliveries_event", "event_id"),
         Index("ix_deliveries_webhook", "webhook_id"),

@@ -94,6 +94,7 @@ class Sender:
         self._timeout = timeout
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
+        self._checked: dict[str, str | None] = {}
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -117,14 +118,21 @@ class Sender:
             await self._session.close()
 
     def check_target(self, url: str) -> str | None:
-        """Why this URL may not be sent to before any network I/O, or None."""
+        """Why this URL may not be sent to before any network I/O, or None. Pure in the URL
+        (names are checked at connect time by the resolver), so remembered per URL."""
+        if url in self._checked:
+            return self._checked[url]
         try:
             target = parse_target_url(url, allow_http=self._allow_http)
             if target.literal_ip is not None:
                 refuse_unless_allowed(target.host, [target.literal_ip], self._allowed)
+            verdict = None
         except TargetRefused as exc:
-            return f"targetUrl {exc}"
-        return None
+            verdict = f"targetUrl {exc}"
+        if len(self._checked) > 10_000:
+            self._checked.clear()
+        self._checked[url] = verdict
+        return verdict
 
     async def send(
         self, url: str, *, body: bytes, headers: Mapping[str, str], now: datetime
@@ -139,7 +147,7 @@ class Sender:
             return SendResult(None, None, f"refused: {refused}", elapsed())
         try:
             async with self._client().post(
-                url, data=body, headers=dict(headers), allow_redirects=False
+                url, data=body, headers=headers, allow_redirects=False
             ) as response:
                 raw = await response.content.read(RESPONSE_BODY_LIMIT)
                 status = response.status

@@ -17,13 +17,15 @@ from datetime import datetime, timedelta
 from typing import cast
 
 from pydantic import BaseModel
-from sqlalchemy import Table, bindparam, delete, func, insert, select, text, update
+from sqlalchemy import Select, Table, bindparam, delete, func, select, text, union_all, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano import wire
 from tucano.clock import clock
-from tucano.db import call_after_commit
+from tucano.db import call_after_commit, insert_many
 from tucano.deliveries.models import (
+    FIRST_ATTEMPT_QUEUE,
+    RETRY_QUEUE,
     Delivery,
     DeliveryResult,
     DeliveryStatus,
@@ -35,6 +37,11 @@ from tucano.errors import AppError, ErrorCode, NotFound
 from tucano.pagination import PageRequest
 from tucano.webhooks import service as webhooks
 from tucano.webhooks.events import EventType
+from tucano.webhooks.models import Webhook
+
+_EVENTS = cast(Table, Event.__table__)
+_DELIVERIES = cast(Table, Delivery.__table__)
+_RESULTS = cast(Table, DeliveryResult.__table__)
 
 
 def new_event_id() -> str:
@@ -50,39 +57,79 @@ async def _announce(session: AsyncSession) -> None:
         await session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": NOTIFY_CHANNEL})
 
 
-async def publish_event(
-    session: AsyncSession,
-    *,
-    customer_id: int,
-    event_type: EventType,
-    payload: BaseModel,
-) -> tuple[Event, int]:
-    """Store an event and a delivery to each active webhook of the customer for its type, in the
-    caller's transaction. Returns the event and how many deliveries were queued."""
+@dataclass(frozen=True)
+class NewEvent:
+    customer_id: int
+    event_type: EventType
+    payload: BaseModel
+
+
+async def publish_events(
+    session: AsyncSession, events: Sequence[NewEvent]
+) -> list[tuple[Event, int]]:
+    """Store events, and a delivery of each to every active webhook of its customer for its
+    type, in the caller's transaction (the outbox). Returns each event with how many deliveries
+    were queued. A few statements whatever the number of events."""
     now = clock.now()
-    event = Event(
-        id=new_event_id(),
-        customer_id=customer_id,
-        event_type=event_type.value,
-        payload=wire.dumps(payload).decode(),
-        created_at=now,
+    stored = [
+        Event(
+            id=new_event_id(),
+            customer_id=e.customer_id,
+            event_type=e.event_type.value,
+            payload=wire.dumps(e.payload).decode(),
+            created_at=now,
+        )
+        for e in events
+    ]
+    await insert_many(
+        session,
+        _EVENTS,
+        [
+            {
+                "id": e.id,
+                "customer_id": e.customer_id,
+                "event_type": e.event_type,
+                "payload": e.payload,
+                "created_at": now,
+            }
+            for e in stored
+        ],
     )
-    session.add(event)
-    await session.flush()
-    webhook_ids = await webhooks.active_webhook_ids(
-        session, customer_id=customer_id, event_type=event_type
+    subscribers = await webhooks.active_webhook_ids_by_subscription(
+        session, {(e.customer_id, e.event_type) for e in events}
     )
-    await _queue_deliveries(session, event=event, webhook_ids=webhook_ids, now=now)
-    return event, len(webhook_ids)
+    queued = []
+    for event in stored:
+        webhook_ids = subscribers.get((event.customer_id, EventType(event.event_type)), [])
+        queued.append((event, len(webhook_ids)))
+    await _queue_deliveries(
+        session,
+        [
+            (event, webhook_id)
+            for event in stored
+            for webhook_id in subscribers.get((event.customer_id, EventType(event.event_type)), [])
+        ],
+        now=now,
+    )
+    return queued
+
+
+async def publish_event(
+    session: AsyncSession, *, customer_id: int, event_type: EventType, payload: BaseModel
+) -> tuple[Event, int]:
+    """Store one event and its deliveries in the caller's transaction (see publish_events)."""
+    (published,) = await publish_events(session, [NewEvent(customer_id, event_type, payload)])
+    return published
 
 
 async def _queue_deliveries(
-    session: AsyncSession, *, event: Event, webhook_ids: Sequence[int], now: datetime
+    session: AsyncSession, targets: Sequence[tuple[Event, int]], *, now: datetime
 ) -> None:
-    if not webhook_ids:
+    if not targets:
         return
-    await session.execute(
-        insert(Delivery),
+    await insert_many(
+        session,
+        _DELIVERIES,
         [
             {
                 "event_id": event.id,
@@ -94,7 +141,7 @@ async def _queue_deliveries(
                 "created_at": now,
                 "updated_at": now,
             }
-            for webhook_id in webhook_ids
+            for event, webhook_id in targets
         ],
     )
     await _announce(session)
@@ -123,7 +170,7 @@ async def redeliver(
             ErrorCode.WEBHOOK_INACTIVE,
             errors=[f"webhook {webhook.id} is inactive; activate it (PUT isActive) first"],
         )
-    await _queue_deliveries(session, event=event, webhook_ids=[webhook.id], now=clock.now())
+    await _queue_deliveries(session, [(event, webhook.id)], now=clock.now())
     return event
 
 
@@ -143,46 +190,45 @@ class ClaimedDelivery:
     target: webhooks.DeliveryTarget | None  # None when the webhook is gone
 
 
-async def _claim(
-    session: AsyncSession,
-    *,
-    retries: bool,
-    limit: int,
-    lease_until: datetime,
-    token: str,
-    now: datetime,
-    exclude_webhooks: Sequence[int],
-) -> list[tuple[int, str, int, int, int]]:
-    if limit <= 0:
-        return []
-    due = (
-        select(Delivery.id)
-        .where(
-            Delivery.status == DeliveryStatus.PENDING,
-            Delivery.next_attempt_at <= now,
-            Delivery.attempts > 0 if retries else Delivery.attempts == 0,
-        )
-        .order_by(Delivery.next_attempt_at)
+def _due(
+    queue: str, *, limit: int, now: datetime, exclude_webhooks: Sequence[int]
+) -> Select[tuple[int]]:
+    # The queue is spelled exactly as its partial index's condition, as a literal: a planner
+    # uses a partial index only when it can prove the query implies its condition.
+    d = _DELIVERIES.c
+    due: Select[tuple[int]] = (
+        select(d.id)
+        .where(text(queue), d.next_attempt_at <= now)
+        .order_by(d.next_attempt_at)
         .limit(limit)
     )
     if exclude_webhooks:
-        due = due.where(Delivery.webhook_id.not_in(exclude_webhooks))
-    if session.get_bind().dialect.name == "postgresql":
-        due = due.with_for_update(skip_locked=True)
-    claimed = await session.execute(
-        update(Delivery)
-        .where(Delivery.id.in_(due.scalar_subquery()))
-        .values(next_attempt_at=lease_until, claim_token=token, updated_at=now)
-        .returning(
-            Delivery.id,
-            Delivery.event_id,
-            Delivery.webhook_id,
-            Delivery.customer_id,
-            Delivery.attempts,
-        )
-        .execution_options(synchronize_session=False)
-    )
-    return [tuple(row) for row in claimed]  # type: ignore[misc]
+        due = due.where(d.webhook_id.not_in(exclude_webhooks))
+    return due
+
+
+# Core tables and columns, not ORM attributes: on this path the ORM's per-statement and
+# per-row machinery costs more than the database does.
+_WEBHOOKS = cast(Table, Webhook.__table__)
+_CLAIMED_COLUMNS = (
+    _DELIVERIES.c.id,
+    _DELIVERIES.c.event_id,
+    _DELIVERIES.c.webhook_id,
+    _DELIVERIES.c.customer_id,
+    _DELIVERIES.c.attempts,
+)
+# What a worker needs to send a claimed delivery. Read in the same statement as the claim on
+# PostgreSQL (one round trip); the webhook columns are read here, rather than through the
+# webhooks service, because this is the hot path of every delivery.
+_DELIVERY_CONTEXT = (
+    _EVENTS.c.event_type,
+    _EVENTS.c.payload,
+    _WEBHOOKS.c.target_url,
+    _WEBHOOKS.c.is_active,
+    _WEBHOOKS.c.secret,
+    _WEBHOOKS.c.previous_secret,
+    _WEBHOOKS.c.previous_secret_expires_at,
+)
 
 
 async def claim_due_deliveries(
@@ -194,52 +240,88 @@ async def claim_due_deliveries(
 ) -> list[ClaimedDelivery]:
     """Take up to `limit` due deliveries for this worker until `lease` runs out.
 
-    A quarter of the batch is kept for retries, and first attempts get the rest: a backlog of
-    retries to a failing receiver cannot hold back new events, nor can new events starve retries.
+    A quarter of each batch is kept for retries and the rest for first attempts, so a backlog of
+    retries to a failing receiver cannot hold back new events, nor new events starve retries.
+    PostgreSQL skips rows other workers hold (FOR UPDATE SKIP LOCKED); on SQLite the claim runs
+    under the database's write lock.
     """
     now = clock.now()
     token = secrets.token_hex(16)
-
-    async def claim(*, retries: bool, limit: int) -> list[tuple[int, str, int, int, int]]:
-        return await _claim(
-            session,
-            retries=retries,
-            limit=limit,
-            lease_until=now + lease,
-            token=token,
-            now=now,
-            exclude_webhooks=exclude_webhooks,
-        )
-
-    rows = await claim(retries=True, limit=max(1, limit // 4))
-    rows += await claim(retries=False, limit=limit - len(rows))
-    if len(rows) < limit:
-        rows += await claim(retries=True, limit=limit - len(rows))
-    if not rows:
-        return []
-    events = {
-        event_id: (event_type, payload)
-        for event_id, event_type, payload in await session.execute(
-            select(Event.id, Event.event_type, Event.payload).where(
-                Event.id.in_({row[1] for row in rows})
+    retries = max(1, limit // 4)
+    postgres = session.get_bind().dialect.name == "postgresql"
+    branches = []
+    for queue, size in ((RETRY_QUEUE, retries), (FIRST_ATTEMPT_QUEUE, limit - retries)):
+        due = _due(queue, limit=size, now=now, exclude_webhooks=exclude_webhooks)
+        if postgres:
+            due = due.with_for_update(skip_locked=True)
+        branches.append(select(due.subquery().c.id))
+    d = _DELIVERIES.c
+    claim = (
+        update(_DELIVERIES)
+        .where(d.id.in_(union_all(*branches)))
+        .values(next_attempt_at=now + lease, claim_token=token, updated_at=now)
+        .returning(*_CLAIMED_COLUMNS)
+    )
+    if postgres:
+        claimed = claim.cte("claimed")
+        rows = list(
+            await session.execute(
+                select(*claimed.c, *_DELIVERY_CONTEXT)
+                .select_from(claimed)
+                .join(_EVENTS, _EVENTS.c.id == claimed.c.event_id)
+                .outerjoin(_WEBHOOKS, _WEBHOOKS.c.id == claimed.c.webhook_id)
             )
         )
-    }
-    targets = await webhooks.delivery_targets(session, {row[2] for row in rows}, now=now)
-    return [
-        ClaimedDelivery(
-            delivery_id=delivery_id,
-            claim_token=token,
-            event_id=event_id,
-            event_type=events[event_id][0],
-            customer_id=customer_id,
-            webhook_id=webhook_id,
-            attempt=attempts + 1,
-            payload=events[event_id][1].encode(),
-            target=targets.get(webhook_id),
+    else:  # SQLite's RETURNING cannot reach other tables, and it has no UPDATE in a CTE
+        ids = [row[0] for row in await session.execute(claim)]
+        rows = (
+            list(
+                await session.execute(
+                    select(*_CLAIMED_COLUMNS, *_DELIVERY_CONTEXT)
+                    .select_from(_DELIVERIES)
+                    .join(_EVENTS, _EVENTS.c.id == d.event_id)
+                    .outerjoin(_WEBHOOKS, _WEBHOOKS.c.id == d.webhook_id)
+                    .where(d.id.in_(ids))
+                )
+            )
+            if ids
+            else []
         )
-        for delivery_id, event_id, webhook_id, customer_id, attempts in rows
-    ]
+    claimed_deliveries = []
+    for (
+        delivery_id,
+        event_id,
+        webhook_id,
+        customer_id,
+        attempts,
+        event_type,
+        payload,
+        url,
+        active,
+        secret,
+        previous,
+        previous_until,
+    ) in rows:
+        target = None
+        if url is not None:
+            signing: tuple[str, ...] = (secret,)
+            if previous and previous_until is not None and previous_until > now:
+                signing = (secret, previous)
+            target = webhooks.DeliveryTarget(webhook_id, url, active, signing)
+        claimed_deliveries.append(
+            ClaimedDelivery(
+                delivery_id=delivery_id,
+                claim_token=token,
+                event_id=event_id,
+                event_type=event_type,
+                customer_id=customer_id,
+                webhook_id=webhook_id,
+                attempt=attempts + 1,
+                payload=payload.encode(),
+                target=target,
+            )
+        )
+    return claimed_deliveries
 
 
 @dataclass(frozen=True)
@@ -267,12 +349,14 @@ _DELIVERY_STATUS_AFTER = {
 
 async def record_outcomes(session: AsyncSession, outcomes: Sequence[Outcome]) -> None:
     """Write a batch of attempts: their result rows, their deliveries' new state (only where this
-    worker still holds the claim), and the webhooks' delivery health. A few statements per batch."""
+    worker still holds the claim), and the webhooks' delivery health. A handful of statements
+    per batch: set-based updates by claim and status, per-row ones only for retries."""
     if not outcomes:
         return
     now = clock.now()
-    await session.execute(
-        insert(DeliveryResult),
+    await insert_many(
+        session,
+        _RESULTS,
         [
             {
                 "delivery_id": o.claimed.delivery_id,
@@ -293,36 +377,58 @@ async def record_outcomes(session: AsyncSession, outcomes: Sequence[Outcome]) ->
             for o in outcomes
         ],
     )
-    table = cast(Table, Delivery.__table__)
-    await session.execute(
-        update(table)
-        .where(table.c.id == bindparam("b_id"), table.c.claim_token == bindparam("b_token"))
-        .values(
-            status=bindparam("b_status"),
-            attempts=bindparam("b_attempts"),
-            next_attempt_at=bindparam("b_next"),
-            claim_token=None,
-            updated_at=now,
-        ),
-        [
-            {
-                "b_id": o.claimed.delivery_id,
-                "b_token": o.claimed.claim_token,
-                "b_status": _DELIVERY_STATUS_AFTER[o.status],
-                "b_attempts": o.claimed.attempt,
-                "b_next": o.next_attempt_at,
-            }
-            for o in outcomes
-        ],
-    )
-    succeeded: dict[int, datetime] = {}
-    failed: dict[int, datetime] = {}
+    table = _DELIVERIES
+    finished: dict[tuple[str, str], list[int]] = {}
+    retries = []
     for o in outcomes:
-        if o.status == ResultStatus.SUCCESS:
-            succeeded[o.claimed.webhook_id] = o.attempted_at
-        elif o.status in (ResultStatus.PENDING_RETRY, ResultStatus.EXHAUSTED):
-            failed.setdefault(o.claimed.webhook_id, o.attempted_at)
-    await webhooks.record_delivery_health(session, succeeded=succeeded, failed=failed)
+        if o.status == ResultStatus.PENDING_RETRY:
+            retries.append(o)
+        else:
+            key = (o.claimed.claim_token, _DELIVERY_STATUS_AFTER[o.status])
+            finished.setdefault(key, []).append(o.claimed.delivery_id)
+    for (token, status), ids in finished.items():
+        await session.execute(
+            update(table)
+            .where(table.c.claim_token == token, table.c.id.in_(ids))
+            .values(
+                status=status,
+                attempts=table.c.attempts + 1,
+                next_attempt_at=None,
+                claim_token=None,
+                updated_at=now,
+            )
+        )
+    if retries:
+        await session.execute(
+            update(table)
+            .where(table.c.id == bindparam("b_id"), table.c.claim_token == bindparam("b_token"))
+            .values(
+                attempts=table.c.attempts + 1,
+                next_attempt_at=bindparam("b_next"),
+                claim_token=None,
+                updated_at=now,
+            ),
+            [
+                {
+                    "b_id": o.claimed.delivery_id,
+                    "b_token": o.claimed.claim_token,
+                    "b_next": o.next_attempt_at,
+                }
+                for o in retries
+            ],
+        )
+    succeeded = {o.claimed.webhook_id for o in outcomes if o.status == ResultStatus.SUCCESS}
+    failed = {
+        o.claimed.webhook_id
+        for o in outcomes
+        if o.status in (ResultStatus.PENDING_RETRY, ResultStatus.EXHAUSTED)
+    }
+    await webhooks.record_delivery_health(
+        session,
+        succeeded=succeeded,
+        failed=failed - succeeded,
+        at=min(o.attempted_at for o in outcomes),
+    )
 
 
 async def release_claims(
@@ -331,7 +437,7 @@ async def release_claims(
     """Give claimed deliveries back, unattempted, due again at `due_at`."""
     if not claims:
         return
-    table = cast(Table, Delivery.__table__)
+    table = _DELIVERIES
     await session.execute(
         update(table)
         .where(table.c.id == bindparam("b_id"), table.c.claim_token == bindparam("b_token"))

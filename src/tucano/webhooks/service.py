@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import cast
 
-from sqlalchemy import Table, bindparam, delete, func, select, update
+from sqlalchemy import Table, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.auth.tokens import Principal
@@ -153,17 +153,27 @@ class DeliveryTarget:
     signing_secrets: tuple[str, ...]
 
 
-async def active_webhook_ids(
-    session: AsyncSession, *, customer_id: int, event_type: EventType
-) -> list[int]:
-    rows = await session.scalars(
-        select(Webhook.id).where(
-            Webhook.customer_id == customer_id,
-            Webhook.event_type == event_type.value,
+async def active_webhook_ids_by_subscription(
+    session: AsyncSession, subscriptions: Collection[tuple[int, str]]
+) -> dict[tuple[int, EventType], list[int]]:
+    """The active webhooks of each (customer, event type), in one query."""
+    if not subscriptions:
+        return {}
+    customers = {customer for customer, _ in subscriptions}
+    types = {str(event_type) for _, event_type in subscriptions}
+    rows = await session.execute(
+        select(Webhook.customer_id, Webhook.event_type, Webhook.id)
+        .where(
+            Webhook.customer_id.in_(customers),
+            Webhook.event_type.in_(types),
             Webhook.is_active.is_(True),
         )
+        .order_by(Webhook.id)
     )
-    return list(rows)
+    found: dict[tuple[int, EventType], list[int]] = {}
+    for customer_id, event_type, webhook_id in rows:
+        found.setdefault((customer_id, EventType(event_type)), []).append(webhook_id)
+    return found
 
 
 async def delivery_targets(
@@ -191,25 +201,22 @@ async def delivery_targets(
 
 
 async def record_delivery_health(
-    session: AsyncSession, *, succeeded: dict[int, datetime], failed: dict[int, datetime]
+    session: AsyncSession, *, succeeded: Collection[int], failed: Collection[int], at: datetime
 ) -> None:
     """After a batch of attempts: a success ends a webhook's failing run; a failure starts one
-    (unless one is already running). One executemany per kind, whatever the batch size."""
+    (unless one is already running). At most two statements per batch."""
     table = cast(Table, Webhook.__table__)
     if succeeded:
         await session.execute(
             update(table)
-            .where(table.c.id == bindparam("b_id"))
-            .values(failing_since=None, last_success_at=bindparam("b_at")),
-            [{"b_id": i, "b_at": at} for i, at in succeeded.items()],
+            .where(table.c.id.in_(list(succeeded)))
+            .values(failing_since=None, last_success_at=at)
         )
-    still_failing = {i: at for i, at in failed.items() if i not in succeeded}
-    if still_failing:
+    if failed:
         await session.execute(
             update(table)
-            .where(table.c.id == bindparam("b_id"), table.c.failing_since.is_(None))
-            .values(failing_since=bindparam("b_at")),
-            [{"b_id": i, "b_at": at} for i, at in still_failing.items()],
+            .where(table.c.id.in_(list(failed)), table.c.failing_since.is_(None))
+            .values(failing_since=at)
         )
 
 

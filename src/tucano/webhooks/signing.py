@@ -12,10 +12,12 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Sequence
+from functools import lru_cache
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 - a prefix, not a secret
 
 
+@lru_cache(maxsize=4096)
 def secret_key_bytes(secret: str) -> bytes:
     return base64.b64decode(secret.removeprefix(SECRET_PREFIX))
 

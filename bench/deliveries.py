@@ -1,0 +1,337 @@
+"""Benchmark: webhook deliveries per second and event-to-receipt latency, beside the ceiling.
+
+    .venv/bin/python -m bench.deliveries                      # SQLite, and PostgreSQL if set
+    TUCANO_BENCH_DATABASE_URL=postgresql+asyncpg://postgres@127.0.0.1:5432/test \\
+        .venv/bin/python -m bench.deliveries --events 2000
+
+What runs: local receivers in a process of their own (several ports, answering 200 at once), and
+in this process, as in `tucano serve`, Tucano's delivery worker with default settings and a
+publisher calling `publish_event` (the outbox) the way features do.
+
+- ceiling: a bare aiohttp client posting the same signed bodies to the same receivers at the
+  same concurrency (64), nothing read or written in a database.
+- burst: `--events` events, each fanned out to every receiver's webhook, published at once;
+  throughput is deliveries / (last receipt - first commit).
+- paced: events published steadily for `--seconds` at half the ceiling's rate; latency is
+  receipt time - commit time of the event, per delivery.
+
+Every database gets a fresh schema (a temporary SQLite file; a new PostgreSQL database beside the
+one named, dropped afterwards).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+from tucano import wire
+from tucano.clock import clock
+from tucano.config import Settings
+from tucano.db import Database
+from tucano.deliveries import service
+from tucano.deliveries.worker import DeliveryWorker
+from tucano.migrations import upgrade
+from tucano.webhooks.events import EventType
+from tucano.webhooks.models import Webhook
+from tucano.webhooks.samples import sample_payload
+from tucano.webhooks.service import new_signing_secret
+from tucano.webhooks.signing import delivery_headers
+
+CUSTOMER_ID = 424242
+CONCURRENCY = 64
+
+
+@dataclass
+class Row:
+    name: str
+    deliveries: int
+    seconds: float
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.deliveries / self.seconds if self.seconds else 0.0
+
+
+class Receivers:
+    def __init__(self, count: int) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.receivers", str(count)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        assert self.process.stdout is not None
+        self.ports: list[int] = json.loads(self.process.stdout.readline())
+
+    def urls(self) -> list[str]:
+        return [f"http://127.0.0.1:{port}/hook" for port in self.ports]
+
+    async def arrivals(self, http: aiohttp.ClientSession) -> list[tuple[str, float]]:
+        async with http.get(f"http://127.0.0.1:{self.ports[0]}/_arrivals") as response:
+            return [(i, t) for i, t in await response.json()]
+
+    async def wait_for(
+        self, http: aiohttp.ClientSession, count: int, within: float
+    ) -> list[tuple[str, float]]:
+        seen: list[tuple[str, float]] = []
+        deadline = time.monotonic() + within
+        while len(seen) < count and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            seen += await self.arrivals(http)
+        return seen
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait()
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def ceiling(receivers: Receivers, events: int) -> Row:
+    """The bare client: the same signed bodies, the same receivers, the same concurrency."""
+    secret = new_signing_secret()
+    jobs: list[tuple[str, bytes, dict[str, str]]] = []
+    for _ in range(events):
+        body = wire.dumps(sample_payload(EventType.PIX_OUTBOUND))
+        event_id = "evt_" + secrets.token_hex(16)
+        headers = delivery_headers(
+            secrets=[secret],
+            message_id=event_id,
+            timestamp=int(time.time()),
+            body=body,
+            event_type="PIX_OUTBOUND",
+            user_agent="bench",
+        )
+        jobs += [(url, body, headers) for url in receivers.urls()]
+    queue: asyncio.Queue[tuple[str, bytes, dict[str, str]]] = asyncio.Queue()
+    for job in jobs:
+        queue.put_nowait(job)
+    connector = aiohttp.TCPConnector(limit=CONCURRENCY)
+    async with aiohttp.ClientSession(connector=connector) as http:
+
+        async def post_all() -> None:
+            while not queue.empty():
+                url, body, headers = queue.get_nowait()
+                async with http.post(url, data=body, headers=headers) as response:
+                    await response.read()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(post_all() for _ in range(CONCURRENCY)))
+        seconds = time.perf_counter() - started
+        await receivers.arrivals(http)  # discard
+    return Row("ceiling: bare aiohttp client, no database", len(jobs), seconds)
+
+
+async def fresh_database(kind: str, base_url: str | None, workdir: Path) -> tuple[str, str | None]:
+    if kind == "sqlite":
+        return f"sqlite+aiosqlite:///{workdir / (secrets.token_hex(4) + '.db')}", None
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    assert base_url is not None
+    url = make_url(base_url)
+    name = f"tucano_bench_{secrets.token_hex(4)}"
+    connection = await asyncpg.connect(
+        host=url.host,
+        port=url.port or 5432,
+        user=url.username,
+        password=url.password,
+        database=url.database,
+    )
+    await connection.execute(f'CREATE DATABASE "{name}"')
+    await connection.close()
+    return url.set(database=name).render_as_string(hide_password=False), name
+
+
+async def drop_database(base_url: str, name: str) -> None:
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    url = make_url(base_url)
+    connection = await asyncpg.connect(
+        host=url.host,
+        port=url.port or 5432,
+        user=url.username,
+        password=url.password,
+        database=url.database,
+    )
+    await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    await connection.close()
+
+
+async def publish(database: Database, count: int, committed: dict[str, float]) -> None:
+    """`count` events in one transaction through the outbox (`publish_events`)."""
+    payloads = [sample_payload(EventType.PIX_OUTBOUND) for _ in range(count)]
+    async with database.session() as session:
+        published = await service.publish_events(
+            session,
+            [service.NewEvent(CUSTOMER_ID, EventType.PIX_OUTBOUND, p) for p in payloads],
+        )
+        await session.commit()
+    now = time.time()
+    for event, _ in published:
+        committed[event.id] = now
+
+
+async def run_engine(
+    kind: str, url: str, receivers: Receivers, events: int, paced_rate: float, seconds: float
+) -> list[Row]:
+    await asyncio.to_thread(upgrade, url)
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        database_url=url,
+        webhook_allowed_networks="127.0.0.0/8",
+        secret_key="bench-" + "k" * 40,
+    )
+    database = Database(url)
+    now = clock.now()
+    async with database.session() as session:
+        for target in receivers.urls():
+            session.add(
+                Webhook(
+                    customer_id=CUSTOMER_ID,
+                    partner_id=None,
+                    target_url=target,
+                    event_type="PIX_OUTBOUND",
+                    is_active=True,
+                    secret=new_signing_secret(),
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        await session.commit()
+    fan_out = len(receivers.urls())
+    rows = []
+    async with aiohttp.ClientSession() as http:
+        # Burst: the events are in the outbox (published in transactions of 100) when the worker
+        # starts; throughput is how fast it drains them.
+        committed: dict[str, float] = {}
+        for start in range(0, events, 100):
+            await publish(database, min(100, events - start), committed)
+        stop = asyncio.Event()
+        started = time.time()
+        worker = asyncio.create_task(DeliveryWorker(database, settings).run(stop))
+        arrived = await receivers.wait_for(http, events * fan_out, within=300)
+        last = max(t for _, t in arrived)
+        rows.append(
+            Row(
+                f"{kind}: burst of {events} events x {fan_out} webhooks",
+                len(arrived),
+                last - started,
+            )
+        )
+
+        # Paced: half the ceiling's rate, events published every 20 ms.
+        committed = {}
+        tick = 0.02
+        per_tick = max(1.0, paced_rate / fan_out * tick)
+        owed = 0.0
+        began = time.monotonic()
+        while time.monotonic() - began < seconds:
+            owed += per_tick
+            batch = int(owed)
+            owed -= batch
+            if batch:
+                await publish(database, batch, committed)
+            await asyncio.sleep(max(0.0, tick - (time.monotonic() - began) % tick))
+        expected = len(committed) * fan_out
+        arrived = await receivers.wait_for(http, expected, within=120)
+        latencies = [(t - committed[i]) * 1000 for i, t in arrived if i in committed]
+        duration = time.monotonic() - began
+        rows.append(
+            Row(
+                f"{kind}: paced at {paced_rate:.0f}/s (half the ceiling)",
+                len(latencies),
+                duration,
+                p50_ms=statistics.median(latencies) if latencies else None,
+                p99_ms=percentile(latencies, 0.99) if latencies else None,
+            )
+        )
+    stop.set()
+    await worker
+    await database.dispose()
+    return rows
+
+
+def table(rows: list[Row], ceiling_rate: float) -> str:
+    lines = [
+        f"{'scenario':<58} {'deliveries':>10} {'per second':>11} {'of ceiling':>10}"
+        f" {'p50 ms':>8} {'p99 ms':>8}",
+        "-" * 110,
+    ]
+    for row in rows:
+        p50 = f"{row.p50_ms:.1f}" if row.p50_ms is not None else "-"
+        p99 = f"{row.p99_ms:.1f}" if row.p99_ms is not None else "-"
+        share = f"{row.rate / ceiling_rate:.0%}" if "paced" not in row.name else "-"
+        lines.append(
+            f"{row.name:<58} {row.deliveries:>10} {row.rate:>11.0f} {share:>10} {p50:>8} {p99:>8}"
+        )
+    return "\n".join(lines)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=2000, help="events in the burst")
+    parser.add_argument("--receivers", type=int, default=4, help="receivers (one webhook each)")
+    parser.add_argument("--seconds", type=float, default=10, help="length of the paced run")
+    parser.add_argument(
+        "--databases", default="sqlite,postgresql", help="comma-separated: sqlite, postgresql"
+    )
+    args = parser.parse_args()
+    pg_url = os.environ.get("TUCANO_BENCH_DATABASE_URL") or os.environ.get(
+        "TUCANO_TEST_DATABASE_URL"
+    )
+    kinds = [
+        k for k in args.databases.split(",") if k == "sqlite" or (k == "postgresql" and pg_url)
+    ]
+
+    receivers = Receivers(args.receivers)
+    try:
+        top = await ceiling(receivers, args.events)
+        rows = [top]
+        with tempfile.TemporaryDirectory() as workdir:
+            for kind in kinds:
+                url, name = await fresh_database(kind, pg_url, Path(workdir))
+                try:
+                    rows += await run_engine(
+                        kind, url, receivers, args.events, top.rate / 2, args.seconds
+                    )
+                finally:
+                    if name and pg_url:
+                        await drop_database(pg_url, name)
+    finally:
+        receivers.stop()
+    print(
+        f"\nWebhook deliveries ({os.cpu_count()} CPUs, {args.receivers} receivers,"
+        f" concurrency {CONCURRENCY})\n"
+    )
+    print(table(rows, top.rate))
+    if "postgresql" not in kinds:
+        print("\n(PostgreSQL skipped: set TUCANO_BENCH_DATABASE_URL to include it)")
+
+
+if __name__ == "__main__":
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    asyncio.run(main())
