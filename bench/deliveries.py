@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+from tests.databases import create_scratch_database, drop_scratch_database
 
 from tucano import wire
 from tucano.clock import clock
@@ -139,41 +140,11 @@ async def ceiling(receivers: Receivers, events: int) -> Row:
     return Row("ceiling: bare aiohttp client, no database", len(jobs), seconds)
 
 
-async def fresh_database(kind: str, base_url: str | None, workdir: Path) -> tuple[str, str | None]:
+async def fresh_database(kind: str, base_url: str | None, workdir: Path) -> str:
     if kind == "sqlite":
-        return f"sqlite+aiosqlite:///{workdir / (secrets.token_hex(4) + '.db')}", None
-    import asyncpg
-    from sqlalchemy.engine import make_url
-
+        return f"sqlite+aiosqlite:///{workdir / (secrets.token_hex(4) + '.db')}"
     assert base_url is not None
-    url = make_url(base_url)
-    name = f"tucano_bench_{secrets.token_hex(4)}"
-    connection = await asyncpg.connect(
-        host=url.host,
-        port=url.port or 5432,
-        user=url.username,
-        password=url.password,
-        database=url.database,
-    )
-    await connection.execute(f'CREATE DATABASE "{name}"')
-    await connection.close()
-    return url.set(database=name).render_as_string(hide_password=False), name
-
-
-async def drop_database(base_url: str, name: str) -> None:
-    import asyncpg
-    from sqlalchemy.engine import make_url
-
-    url = make_url(base_url)
-    connection = await asyncpg.connect(
-        host=url.host,
-        port=url.port or 5432,
-        user=url.username,
-        password=url.password,
-        database=url.database,
-    )
-    await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    await connection.close()
+    return await create_scratch_database(base_url, prefix="tucano_bench")
 
 
 async def publish(database: Database, count: int, committed: dict[str, float]) -> None:
@@ -308,14 +279,14 @@ async def main() -> None:
         rows = [top]
         with tempfile.TemporaryDirectory() as workdir:
             for kind in kinds:
-                url, name = await fresh_database(kind, pg_url, Path(workdir))
+                url = await fresh_database(kind, pg_url, Path(workdir))
                 try:
                     rows += await run_engine(
                         kind, url, receivers, args.events, top.rate / 2, args.seconds
                     )
                 finally:
-                    if name and pg_url:
-                        await drop_database(pg_url, name)
+                    if kind == "postgresql" and pg_url:
+                        await drop_scratch_database(pg_url, url)
     finally:
         receivers.stop()
     print(

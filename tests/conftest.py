@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy.engine import make_url
 
+from tests.databases import create_scratch_database, drop_scratch_database
 from tests.helpers import RunningService, start_service
 from tests.receivers import Receiver
 from tucano.config import Settings
@@ -24,41 +24,11 @@ TEST_SECRET_KEY = "test-secret-key-" + "x" * 32
 
 
 async def create_postgres_database(base_url: str) -> str:
-    """A new, empty database beside the one TUCANO_TEST_DATABASE_URL names; returns its URL."""
-    import asyncpg
-
-    url = make_url(base_url)
-    name = f"tucano_test_{secrets.token_hex(6)}"
-    connection = await asyncpg.connect(
-        host=url.host,
-        port=url.port or 5432,
-        user=url.username,
-        password=url.password,
-        database=url.database,
-    )
-    try:
-        await connection.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await connection.close()
-    return url.set(database=name).render_as_string(hide_password=False)
+    return await create_scratch_database(base_url)
 
 
 async def drop_postgres_database(database_url: str) -> None:
-    import asyncpg
-
-    url = make_url(database_url)
-    base = make_url(POSTGRES_URL)
-    connection = await asyncpg.connect(
-        host=base.host,
-        port=base.port or 5432,
-        user=base.username,
-        password=base.password,
-        database=base.database,
-    )
-    try:
-        await connection.execute(f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)')
-    finally:
-        await connection.close()
+    await drop_scratch_database(POSTGRES_URL, database_url)
 
 
 def _database_params() -> list[Any]:

@@ -187,3 +187,19 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
 
 # scope="function": the session closes when the endpoint returns, before the response is sent.
 SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
+
+
+async def connect_asyncpg(database_url: str, *, database: str | None = None) -> Any:
+    """A plain asyncpg connection to the PostgreSQL server a `postgresql+asyncpg://` URL names
+    (optionally to another database on it), for what SQLAlchemy does not do: LISTEN, and
+    CREATE/DROP DATABASE in tests and benchmarks."""
+    import asyncpg
+
+    url = make_url(database_url)
+    return await asyncpg.connect(
+        host=url.host,
+        port=url.port or 5432,
+        user=url.username,
+        password=url.password,
+        database=database or url.database,
+    )

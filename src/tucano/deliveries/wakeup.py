@@ -13,7 +13,8 @@ import contextlib
 
 import asyncpg
 import structlog
-from sqlalchemy.engine import make_url
+
+from tucano.db import connect_asyncpg
 
 NOTIFY_CHANNEL = "tucano_deliveries"
 
@@ -44,17 +45,10 @@ wakeup = Wakeup()
 
 async def listen_for_notifications(database_url: str, stop: asyncio.Event) -> None:
     """Relay PostgreSQL notifications on NOTIFY_CHANNEL to `wakeup`, reconnecting until `stop`."""
-    url = make_url(database_url)
     while not stop.is_set():
         connection: asyncpg.Connection | None = None
         try:
-            connection = await asyncpg.connect(
-                host=url.host,
-                port=url.port or 5432,
-                user=url.username,
-                password=url.password,
-                database=url.database,
-            )
+            connection = await connect_asyncpg(database_url)
             await connection.add_listener(NOTIFY_CHANNEL, lambda *_: wakeup.notify())
             # Anything committed while we were not listening is found by this first poll.
             wakeup.notify()
