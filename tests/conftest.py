@@ -110,6 +110,7 @@ DELIVERY_SETTINGS: dict[str, Any] = {
     "maintenance_interval_seconds": 0.2,
     "webhook_deactivate_after": "4s",
     "retry_after_max_seconds": 2,
+    "sandbox_autopay_delay_seconds": 0.5,
 }
 
 

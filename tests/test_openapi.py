@@ -18,6 +18,10 @@ EXPECTED_OPERATIONS = {
     ("get", "/webhook/v1/list/results"),
     ("post", "/webhook/v1/test-events"),
     ("post", "/internal/v1/events"),
+    ("post", "/payment-link/v1"),
+    ("get", "/payment-link/v1/link-payment"),
+    ("get", "/payment-link/v1/{linkPaymentUuid}"),
+    ("get", "/payment-link/v1/report"),
 }
 
 

@@ -24,6 +24,8 @@ from tucano.deliveries.router import internal_router as events_router
 from tucano.deliveries.router import router as deliveries_router
 from tucano.edge import EdgeMiddleware
 from tucano.errors import ErrorBody, ErrorCode, error_response, install_error_handlers
+from tucano.payment_links.checkout_tokens import KEY_PURPOSE as CHECKOUT_KEY_PURPOSE
+from tucano.payment_links.router import router as payment_links_router
 from tucano.webhooks.events import EventType
 from tucano.webhooks.payloads import PAYLOAD_MODELS
 from tucano.webhooks.router import router as webhooks_router
@@ -34,6 +36,8 @@ Tucano is a payments API for Brazil.
 
 * **Webhooks** (`/webhook/v1`): register target URLs per event type; Tucano POSTs each event,
   signed per Standard Webhooks, retried until delivered.
+* **Payment links** (`/payment-link/v1`): create a link for a payer and an amount, list, read and
+  report on links; the payer pays by card (up to 10 instalments) or PIX.
 * **Authentication**: `POST /oauth/v1/token` with client credentials gives a bearer token.
 
 Every error has one body: `errorCode`, `message`, `timestamp`, `xTransactionId`, `errors`.
@@ -56,6 +60,7 @@ def create_app(
         app.state.database = db
         secret_key = await resolve_secret_key(settings, db)
         app.state.access_token_key = derive_key(secret_key, "access-token")
+        app.state.checkout_key = derive_key(secret_key, CHECKOUT_KEY_PURPOSE)
         stop = asyncio.Event()
         loops = (
             asyncio.create_task(run_background(db, settings, stop), name="background")
@@ -86,6 +91,7 @@ def create_app(
     app.include_router(deliveries_router)
     app.include_router(webhooks_router)
     app.include_router(events_router)
+    app.include_router(payment_links_router)
     _document_deliveries(app)
 
     @app.get("/health", tags=["operations"], summary="Liveness and database readiness")

@@ -20,6 +20,7 @@ from tucano.config import Settings
 from tucano.db import Database
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.worker import DeliveryWorker
+from tucano.payment_links import service as payment_links
 from tucano.webhooks import service as webhooks
 
 log = structlog.get_logger("tucano.background")
@@ -47,11 +48,28 @@ def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
             session, older_than=clock.now() - settings.result_retention
         )
 
+    async def prune_keys(session: AsyncSession) -> int:
+        return await payment_links.prune_idempotency_keys(session, now=clock.now())
+
+    async def autopay(session: AsyncSession) -> int:
+        return await payment_links.run_due_autopayments(session)
+
     every = settings.maintenance_interval_seconds
-    return [
+    jobs = [
         PeriodicJob("deactivate_failing_webhooks", every, deactivate_failing),
         PeriodicJob("prune_delivery_history", every, prune),
+        PeriodicJob("prune_idempotency_keys", every, prune_keys),
     ]
+    if settings.is_sandbox:
+        # Checked often enough that a payment is at most a fraction of its delay late.
+        jobs.append(
+            PeriodicJob(
+                "sandbox_autopay",
+                min(1.0, max(0.05, settings.sandbox_autopay_delay_seconds / 10)),
+                autopay,
+            )
+        )
+    return jobs
 
 
 async def run_periodic_jobs(

@@ -52,6 +52,7 @@ class ErrorCode(IntEnum):
     ROUTE_NOT_FOUND = 20, 404, "No such route"
     METHOD_NOT_ALLOWED = 21, 405, "Method not allowed on this route"
     WEBHOOK_NOT_FOUND = 22, 404, "Webhook not found"
+    PAYMENT_LINK_NOT_FOUND = 23, 404, "Payment link not found"
     EVENT_NOT_FOUND = 24, 404, "Event not found"
     WEBHOOK_INACTIVE = 25, 409, "Webhook is inactive"
     WEBHOOK_EVENT_MISMATCH = 26, 409, "Webhook does not receive this event type"
@@ -61,6 +62,8 @@ class ErrorCode(IntEnum):
     WEBHOOK_TARGET_REFUSED = 39, 400, "Webhook target URL refused"
     PAYLOAD_TOO_LARGE = 41, 413, "Request body too large"
     UNSUPPORTED_MEDIA_TYPE = 42, 415, "Unsupported content type"
+    IDEMPOTENCY_CONFLICT = 43, 409, "x-transaction-id already used with a different request"
+    PAYMENT_LINK_NOT_PAYABLE = 44, 409, "Payment link cannot be paid"
     SANDBOX_ONLY = 45, 403, "Only available in the sandbox environment"
 
 
@@ -184,6 +187,16 @@ def field_name(loc: Sequence[int | str]) -> str:
     return name
 
 
+_DECIMAL_REPR = re.compile(r"^Decimal\('(.*)'\)$")
+
+
+def _bound(value: object) -> str:
+    """A limit as a client wrote it: pydantic hands Decimal limits over as their repr."""
+    text = str(value)
+    match = _DECIMAL_REPR.match(text)
+    return match.group(1) if match else text
+
+
 def describe_validation_error(error: dict[str, Any]) -> str:
     field = field_name(error.get("loc", ()))
     kind = error.get("type", "")
@@ -219,13 +232,13 @@ def describe_validation_error(error: dict[str, Any]) -> str:
     if kind in simple:
         text = simple[kind]
     elif kind == "greater_than_equal":
-        text = f"must be greater than or equal to {ctx.get('ge')}"
+        text = f"must be greater than or equal to {_bound(ctx.get('ge'))}"
     elif kind == "greater_than":
-        text = f"must be greater than {ctx.get('gt')}"
+        text = f"must be greater than {_bound(ctx.get('gt'))}"
     elif kind == "less_than_equal":
-        text = f"must be less than or equal to {ctx.get('le')}"
+        text = f"must be less than or equal to {_bound(ctx.get('le'))}"
     elif kind == "less_than":
-        text = f"must be less than {ctx.get('lt')}"
+        text = f"must be less than {_bound(ctx.get('lt'))}"
     elif kind == "string_too_short":
         minimum = ctx.get("min_length")
         text = "must not be empty" if minimum == 1 else f"must have at least {minimum} characters"

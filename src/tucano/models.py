@@ -3,6 +3,7 @@
 from tucano.auth.models import ApiClient, InstanceSecret
 from tucano.db import Base
 from tucano.deliveries.models import Delivery, DeliveryResult, Event
+from tucano.payment_links.models import IdempotencyKey, Payment, PaymentLink
 from tucano.webhooks.models import Webhook
 
 metadata = Base.metadata
@@ -12,7 +13,10 @@ __all__ = [
     "Delivery",
     "DeliveryResult",
     "Event",
+    "IdempotencyKey",
     "InstanceSecret",
+    "Payment",
+    "PaymentLink",
     "Webhook",
     "metadata",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 CENT = Decimal("0.01")
 MIN_AMOUNT = Decimal("0.01")
@@ -43,4 +43,6 @@ Money = Annotated[
     Decimal,
     BeforeValidator(_number_only),
     Field(ge=MIN_AMOUNT, le=MAX_AMOUNT, decimal_places=2, json_schema_extra={"multipleOf": 0.01}),
+    # Exact (at most two decimals were allowed): 10.5 becomes 10.50, the one spelling of it.
+    AfterValidator(quantize_cents),
 ]

@@ -9,6 +9,7 @@ as a JSON number exactly as the Decimal reads (`10.50` stays `10.50`) and a date
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Coroutine
 from datetime import date, datetime
 from decimal import Decimal
@@ -56,6 +57,8 @@ def _default(value: Any) -> Any:
         return orjson.Fragment(format(value, "f").encode())
     if isinstance(value, datetime):
         return format_utc(value)
+    if isinstance(value, uuid.UUID):  # subclasses too, such as asyncpg's UUID
+        return str(value)
     if isinstance(value, BaseModel):
         return value.model_dump(mode="python", by_alias=True)
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")

@@ -1,0 +1,46 @@
+"""The signed token in `urlPayment`: it names one link and expires with it.
+
+An HS256 JWT keyed with the service secret derived for this purpose only (an access token can
+never pass as a checkout token or the reverse). Deterministic for a link, so `urlPayment` reads the
+same in every response without being stored.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import jwt
+
+AUDIENCE = "tucano-checkout"
+KEY_PURPOSE = "checkout"
+
+
+class InvalidCheckoutToken(Exception):
+    """Altered, expired, or for another link."""
+
+
+def issue_checkout_token(link_uuid: uuid.UUID, *, expires_at: datetime, key: bytes) -> str:
+    claims = {"aud": AUDIENCE, "sub": str(link_uuid), "exp": int(expires_at.timestamp())}
+    return jwt.encode(claims, key, algorithm="HS256")
+
+
+def verify_checkout_token(token: str, link_uuid: uuid.UUID, *, key: bytes, now: datetime) -> None:
+    """Return quietly when `token` opens the checkout of `link_uuid` at `now`; raise otherwise."""
+    try:
+        claims = jwt.decode(
+            token,
+            key,
+            algorithms=["HS256"],
+            audience=AUDIENCE,
+            options={"require": ["exp", "sub"], "verify_exp": False},
+        )
+    except jwt.InvalidTokenError as exc:
+        raise InvalidCheckoutToken(
+            "the checkout token is malformed or its signature is invalid"
+        ) from exc
+    if claims.get("sub") != str(link_uuid):
+        raise InvalidCheckoutToken("the checkout token is for another payment link")
+    exp = claims.get("exp")
+    if not isinstance(exp, int) or now.timestamp() >= exp:
+        raise InvalidCheckoutToken("the checkout token has expired")

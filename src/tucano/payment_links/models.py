@@ -1,0 +1,103 @@
+"""Payment links, their payments, and the idempotency keys of their creation."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from tucano.db import Base, BigIntPK, UTCDateTime
+
+# Due sandbox auto-payments (see PaymentLink.autopay_at): the partial index's condition.
+AUTOPAY_DUE = "autopay_at IS NOT NULL"
+
+
+class PaymentLink(Base):
+    __tablename__ = "payment_links"
+    __table_args__ = (
+        # Every list and report is a customer's links in a creationDate range, newest first.
+        Index("ix_payment_links_customer_created", "customer_id", "created_at", "id"),
+        Index(
+            "ix_payment_links_customer_document", "customer_id", "registration_number", "created_at"
+        ),
+        Index("ix_payment_links_customer_reference", "customer_id", "user_reference", "created_at"),
+        Index("ix_payment_links_customer_status", "customer_id", "status", "created_at"),
+        Index(
+            "ix_payment_links_autopay",
+            "autopay_at",
+            postgresql_where=text(AUTOPAY_DUE),
+            sqlite_where=text(AUTOPAY_DUE),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    uuid: Mapped[uuid.UUID] = mapped_column(Uuid, unique=True)
+    customer_id: Mapped[int] = mapped_column(BigInteger)
+    payer_name: Mapped[str] = mapped_column(String(100))
+    registration_number: Mapped[str] = mapped_column(String(14))
+    amount_cents: Mapped[int] = mapped_column(BigInteger)
+    numbers_installments: Mapped[int] = mapped_column(Integer)
+    description: Mapped[str | None] = mapped_column(String(140))
+    user_reference: Mapped[str | None] = mapped_column(String(77))
+    expiration_days: Mapped[int] = mapped_column(Integer)
+    verification_token: Mapped[int] = mapped_column(Integer)
+    # CREATED or PAID; EXPIRED is not stored but read from expires_at at the moment of reading.
+    status: Mapped[str] = mapped_column(String(8))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Sandbox only: when the automatic PIX payment is due (amounts ending in 01 cents).
+    autopay_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Payment(Base):
+    """The one payment of a paid link."""
+
+    __tablename__ = "payment_link_payments"
+    __table_args__ = (
+        Index("ix_payment_link_payments_customer_receipt", "customer_id", "payment_receipt"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    link_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("payment_links.id", ondelete="CASCADE"), unique=True
+    )
+    customer_id: Mapped[int] = mapped_column(BigInteger)
+    method: Mapped[int] = mapped_column(Integer)  # 1 credit card, 2 PIX
+    payment_id: Mapped[str] = mapped_column(String(40))
+    payment_receipt: Mapped[str] = mapped_column(String(40))
+    installments: Mapped[int] = mapped_column(Integer)
+    amount_cents: Mapped[int] = mapped_column(BigInteger)
+    # Card charges: the cents of each instalment, comma-separated (they add up to amount_cents).
+    installment_cents: Mapped[str | None] = mapped_column(Text)
+    paid_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class IdempotencyKey(Base):
+    """An x-transaction-id used to create a link: replayed for 24 hours, per customer."""
+
+    __tablename__ = "payment_link_idempotency_keys"
+    __table_args__ = (
+        UniqueConstraint(
+            "customer_id", "key", name="uq_payment_link_idempotency_keys_customer_key"
+        ),
+        Index("ix_payment_link_idempotency_keys_created", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    customer_id: Mapped[int] = mapped_column(BigInteger)
+    key: Mapped[uuid.UUID] = mapped_column(Uuid)
+    request_hash: Mapped[str] = mapped_column(String(64))
+    response: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)

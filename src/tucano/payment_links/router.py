@@ -1,0 +1,224 @@
+"""The payment-link interface B1-B4, under /payment-link/v1."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from sqlalchemy.exc import IntegrityError
+from starlette.convertors import StringConvertor, register_url_convertor
+from starlette.responses import Response, StreamingResponse
+
+from tucano import wire
+from tucano.auth.deps import PaymentLinkReader, PaymentLinkWriter
+from tucano.clock import clock
+from tucano.db import Database, SessionDep
+from tucano.errors import BadRequest
+from tucano.http import JsonContent, RequiredTransactionId, error_responses
+from tucano.pagination import Page, PageParams
+from tucano.payment_links import service
+from tucano.payment_links.models import Payment, PaymentLink
+from tucano.payment_links.schemas import (
+    PaymentLinkCreate,
+    PaymentLinkOut,
+    PaymentLinkReport,
+    PaymentMethod,
+    StatusName,
+    present_link,
+)
+from tucano.wire import DecimalJSONRoute, RangeEnd, RangeStart, json_response
+
+
+class _LinkUuidConvertor(StringConvertor):
+    """`{linkPaymentUuid:link_uuid}`: any segment but the fixed words of this interface."""
+
+    regex = r"(?!(?:link-payment|report)(?:/|$))[^/]+"
+
+
+register_url_convertor("link_uuid", _LinkUuidConvertor())
+
+router = APIRouter(prefix="/payment-link/v1", tags=["payment links"], route_class=DecimalJSONRoute)
+
+
+def link_filters(
+    start_date: Annotated[
+        RangeStart,
+        Query(alias="startDate", description="creationDate from (inclusive), ISO 8601 UTC."),
+    ],
+    end_date: Annotated[
+        RangeEnd, Query(alias="endDate", description="creationDate to (inclusive), ISO 8601 UTC.")
+    ],
+    payment_receipt: Annotated[
+        str | None,
+        Query(alias="paymentReceipt", max_length=40, description="PIX end-to-end id or card NSU."),
+    ] = None,
+    status: Annotated[StatusName | None, Query()] = None,
+    payment_method: Annotated[
+        PaymentMethod | None, Query(alias="paymentMethod", description="1 credit card, 2 PIX.")
+    ] = None,
+    registration_number: Annotated[
+        str | None, Query(alias="registrationNumber", max_length=18, description="CPF or CNPJ.")
+    ] = None,
+    user_reference: Annotated[str | None, Query(alias="userReference", max_length=77)] = None,
+) -> service.LinkFilters:
+    if start_date > end_date:
+        raise BadRequest("startDate must not be after endDate")
+    return service.LinkFilters(
+        start=start_date,
+        end=end_date,
+        payment_receipt=payment_receipt,
+        status=status,
+        payment_method=payment_method,
+        registration_number=registration_number,
+        user_reference=user_reference,
+    )
+
+
+Filters = Annotated[service.LinkFilters, Depends(link_filters)]
+
+
+def _presenter(request: Request) -> Callable[[PaymentLink, Payment | None], PaymentLinkOut]:
+    """Links as this request shows them: statuses at this moment, checkout URLs of this host."""
+    now = clock.now()
+    public_url = request.app.state.settings.public_url
+    key = request.app.state.checkout_key
+
+    def present(link: PaymentLink, payment: Payment | None) -> PaymentLinkOut:
+        return present_link(link, payment, now=now, public_url=public_url, checkout_key=key)
+
+    return present
+
+
+@router.post(
+    "",
+    summary="Create a payment link (B1)",
+    description="`x-transaction-id` is also an idempotency key for 24 hours: the same id with the "
+    "same body answers the same link and response again; with another body, 409.",
+    response_model=PaymentLinkOut,
+    responses=error_responses(400, 401, 403, 409, 413, 415),
+)
+async def create_payment_link(
+    caller: PaymentLinkWriter,
+    transaction_id: RequiredTransactionId,
+    _json: JsonContent,
+    body: PaymentLinkCreate,
+    request: Request,
+    session: SessionDep,
+) -> Response:
+    settings = request.app.state.settings
+    key = service.IdempotencyRef(
+        caller.customer_id, transaction_id, service.request_fingerprint(body)
+    )
+    replay = await service.find_replay(session, key)
+    if replay is not None:
+        return Response(replay, media_type="application/json")
+    link = await service.create_link(
+        session,
+        customer_id=caller.customer_id,
+        data=body,
+        autopay_delay=(
+            timedelta(seconds=settings.sandbox_autopay_delay_seconds)
+            if settings.is_sandbox
+            else None
+        ),
+    )
+    rendered = wire.dumps(_presenter(request)(link, None))
+    try:
+        await service.remember_response(session, key, rendered)
+        await session.commit()
+    except IntegrityError:
+        # A concurrent request with the same x-transaction-id won: answer as it did.
+        await session.rollback()
+        replay = await service.find_replay(session, key)
+        if replay is None:
+            raise
+        return Response(replay, media_type="application/json")
+    return Response(rendered, media_type="application/json")
+
+
+@router.get(
+    "/link-payment",
+    summary="List payment links (B2)",
+    description="Links created in [startDate, endDate], filtered; `sort` is `field,asc|desc` "
+    "(repeatable; fields creationDate, amount, payerName, status; default creationDate,desc).",
+    response_model=Page[PaymentLinkOut],
+    responses=error_responses(400, 401, 403),
+)
+async def list_payment_links(
+    caller: PaymentLinkReader,
+    _transaction_id: RequiredTransactionId,
+    filters: Filters,
+    page: PageParams,
+    request: Request,
+    session: SessionDep,
+    sort: Annotated[list[str] | None, Query(description="field,asc|desc; repeatable.")] = None,
+) -> Response:
+    rows, total = await service.list_links(
+        session, customer_id=caller.customer_id, filters=filters, sort=sort or [], page=page
+    )
+    present = _presenter(request)
+    content = [present(link, payment) for link, payment in rows]
+    return json_response(
+        Page[PaymentLinkOut].of(content, total=total, page=page.page, size=page.size)
+    )
+
+
+@router.get(
+    "/report",
+    summary="Report on payment links (B4)",
+    description="Totals over every matched link (same filters as the list). With "
+    "`Accept: text/csv`, the matched links themselves as CSV (a header row, one row per link).",
+    response_model=PaymentLinkReport,
+    responses={
+        **error_responses(400, 401, 403),
+        200: {"content": {"text/csv": {}}, "description": "The report (JSON), or links (CSV)."},
+    },
+)
+async def report_payment_links(
+    caller: PaymentLinkReader,
+    _transaction_id: RequiredTransactionId,
+    filters: Filters,
+    request: Request,
+    session: SessionDep,
+) -> Response:
+    if "text/csv" in request.headers.get("accept", "").lower():
+        database: Database = request.app.state.database
+        customer_id = caller.customer_id
+
+        async def rows() -> AsyncIterator[str]:
+            # Its own session: the request's closes when this function returns, before streaming.
+            async with database.session() as csv_session:
+                async for chunk in service.stream_csv(
+                    csv_session, customer_id=customer_id, filters=filters
+                ):
+                    yield chunk
+
+        return StreamingResponse(
+            rows(),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": 'attachment; filename="payment-links.csv"'},
+        )
+    totals = await service.report(session, customer_id=caller.customer_id, filters=filters)
+    return json_response(PaymentLinkReport(**totals))
+
+
+@router.get(
+    "/{linkPaymentUuid:link_uuid}",
+    summary="Read a payment link (B3)",
+    response_model=PaymentLinkOut,
+    responses=error_responses(400, 401, 403, 404),
+)
+async def get_payment_link(
+    caller: PaymentLinkReader,
+    _transaction_id: RequiredTransactionId,
+    link_uuid: Annotated[uuid.UUID, Path(alias="linkPaymentUuid")],
+    request: Request,
+    session: SessionDep,
+) -> Response:
+    link, payment = await service.get_link(
+        session, customer_id=caller.customer_id, link_uuid=link_uuid
+    )
+    return json_response(_presenter(request)(link, payment))

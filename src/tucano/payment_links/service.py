@@ -1,0 +1,512 @@
+"""Payment links of one customer: create (idempotently), read, list, report; pay; sandbox
+auto-payment. Every query takes the caller's customer; EXPIRED is computed at read time."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import secrets
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, case, delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from tucano import wire
+from tucano.brazil.documents import normalize_document
+from tucano.brazil.pix import SANDBOX_ISPB, new_end_to_end_id
+from tucano.clock import clock, format_utc
+from tucano.deliveries import service as deliveries
+from tucano.errors import BadRequest, Conflict, ErrorCode, NotFound
+from tucano.money import from_cents, to_cents
+from tucano.pagination import PageRequest
+from tucano.payment_links.installments import split_into_installments
+from tucano.payment_links.models import IdempotencyKey, Payment, PaymentLink
+from tucano.payment_links.schemas import (
+    METHOD_CARD,
+    METHOD_NAMES,
+    METHOD_PIX,
+    PaymentLinkCreate,
+    PaymentMethod,
+    StatusName,
+    expiration_of,
+    status_at,
+)
+from tucano.webhooks.events import EventType
+from tucano.webhooks.payloads import PaymentLinkInbound
+
+IDEMPOTENCY_WINDOW = timedelta(hours=24)
+SORTABLE = {"creationDate", "amount", "payerName", "status"}
+
+
+# --- create ---------------------------------------------------------------------------------
+
+
+def request_fingerprint(data: PaymentLinkCreate) -> str:
+    """The same request, whatever its spelling (10.5 or 10.50, punctuation in the document)."""
+    canonical = wire.dumps(data.model_dump(mode="python", by_alias=True))
+    return hashlib.sha256(canonical).hexdigest()
+
+
+@dataclass(frozen=True)
+class IdempotencyRef:
+    """An x-transaction-id of a customer, and the fingerprint of the request it came with."""
+
+    customer_id: int
+    key: uuid.UUID
+    fingerprint: str
+
+
+async def find_replay(session: AsyncSession, ref: IdempotencyRef) -> bytes | None:
+    """The stored answer for this x-transaction-id if it was used with the same request in the
+    last 24 hours; 409 if it was used with another request; None if it is new."""
+    stored = await session.scalar(
+        select(IdempotencyKey).where(
+            IdempotencyKey.customer_id == ref.customer_id,
+            IdempotencyKey.key == ref.key,
+            IdempotencyKey.created_at > clock.now() - IDEMPOTENCY_WINDOW,
+        )
+    )
+    if stored is None:
+        return None
+    if stored.request_hash != ref.fingerprint:
+        raise Conflict(
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            "this x-transaction-id created a payment link with a different body in the last "
+            "24 hours; send a new UUID for a new link",
+        )
+    return stored.response.encode()
+
+
+async def create_link(
+    session: AsyncSession,
+    *,
+    customer_id: int,
+    data: PaymentLinkCreate,
+    autopay_delay: timedelta | None,
+) -> PaymentLink:
+    """A new CREATED link. `autopay_delay` (sandbox only) schedules the automatic PIX payment
+    of a link whose amount ends in 01 cents."""
+    now = clock.now()
+    cents = to_cents(data.amount)
+    link = PaymentLink(
+        uuid=uuid.uuid4(),
+        customer_id=customer_id,
+        payer_name=data.payer_name,
+        registration_number=data.registration_number,
+        amount_cents=cents,
+        numbers_installments=data.numbers_installments,
+        description=data.description,
+        user_reference=data.user_reference,
+        expiration_days=data.expiration_days,
+        verification_token=100_000 + secrets.randbelow(900_000),
+        status="CREATED",
+        created_at=now,
+        expires_at=expiration_of(now, data.expiration_days),
+        autopay_at=now + autopay_delay if autopay_delay is not None and cents % 100 == 1 else None,
+    )
+    session.add(link)
+    await session.flush()
+    return link
+
+
+async def remember_response(session: AsyncSession, ref: IdempotencyRef, body: bytes) -> None:
+    """Keep the answer of a create for replays. Raises IntegrityError when a concurrent request
+    with the same key got there first (the caller rolls back and replays theirs)."""
+    now = clock.now()
+    await session.execute(
+        delete(IdempotencyKey).where(
+            IdempotencyKey.customer_id == ref.customer_id,
+            IdempotencyKey.key == ref.key,
+            IdempotencyKey.created_at <= now - IDEMPOTENCY_WINDOW,
+        )
+    )
+    session.add(
+        IdempotencyKey(
+            customer_id=ref.customer_id,
+            key=ref.key,
+            request_hash=ref.fingerprint,
+            response=body.decode(),
+            created_at=now,
+        )
+    )
+    await session.flush()
+
+
+async def prune_idempotency_keys(session: AsyncSession, *, now: datetime) -> int:
+    result = await session.execute(
+        delete(IdempotencyKey).where(IdempotencyKey.created_at <= now - IDEMPOTENCY_WINDOW)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+# --- read -------------------------------------------------------------------------------------
+
+
+async def get_link(
+    session: AsyncSession, *, customer_id: int, link_uuid: uuid.UUID
+) -> tuple[PaymentLink, Payment | None]:
+    """The customer's link and its payment; another customer's link is answered as missing."""
+    row = (
+        await session.execute(
+            select(PaymentLink, Payment)
+            .outerjoin(Payment, Payment.link_id == PaymentLink.id)
+            .where(PaymentLink.uuid == link_uuid, PaymentLink.customer_id == customer_id)
+        )
+    ).first()
+    if row is None:
+        raise NotFound(ErrorCode.PAYMENT_LINK_NOT_FOUND)
+    return row[0], row[1]
+
+
+@dataclass(frozen=True)
+class LinkFilters:
+    start: datetime
+    end: datetime
+    payment_receipt: str | None = None
+    status: StatusName | None = None
+    payment_method: int | None = None
+    registration_number: str | None = None
+    user_reference: str | None = None
+
+
+def effective_status(now: datetime) -> ColumnElement[str]:
+    """The status a reader sees, in SQL (see schemas.status_at)."""
+    return case(
+        (PaymentLink.status == "PAID", "PAID"),
+        (PaymentLink.expires_at <= now, "EXPIRED"),
+        else_="CREATED",
+    )
+
+
+def _conditions(customer_id: int, filters: LinkFilters, now: datetime) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = [
+        PaymentLink.customer_id == customer_id,
+        PaymentLink.created_at >= filters.start,
+        PaymentLink.created_at <= filters.end,
+    ]
+    if filters.status == "PAID":
+        conditions.append(PaymentLink.status == "PAID")
+    elif filters.status == "CREATED":
+        conditions += [PaymentLink.status == "CREATED", PaymentLink.expires_at > now]
+    elif filters.status == "EXPIRED":
+        conditions += [PaymentLink.status == "CREATED", PaymentLink.expires_at <= now]
+    if filters.registration_number is not None:
+        conditions.append(
+            PaymentLink.registration_number == normalize_document(filters.registration_number)
+        )
+    if filters.user_reference is not None:
+        conditions.append(PaymentLink.user_reference == filters.user_reference)
+    if filters.payment_receipt is not None:
+        conditions.append(Payment.payment_receipt == filters.payment_receipt)
+    if filters.payment_method is not None:
+        conditions.append(Payment.method == filters.payment_method)
+    return conditions
+
+
+def parse_sort(values: Sequence[str], now: datetime) -> list[Any]:
+    """`field,asc|desc` (repeatable) into ORDER BY terms; default creationDate,desc."""
+    columns = {
+        "creationDate": PaymentLink.created_at,
+        "amount": PaymentLink.amount_cents,
+        "payerName": PaymentLink.payer_name,
+        "status": effective_status(now),
+    }
+    order: list[Any] = []
+    for value in values or ["creationDate,desc"]:
+        field, _, direction = value.partition(",")
+        field, direction = field.strip(), (direction.strip().lower() or "asc")
+        if field not in columns or direction not in ("asc", "desc"):
+            raise BadRequest(
+                f"sort must be field,asc or field,desc with field one of "
+                f"{', '.join(sorted(SORTABLE))} (got {value[:60]!r})"
+            )
+        order.append(columns[field].asc() if direction == "asc" else columns[field].desc())
+    # The same order on every page, even among equal values.
+    order.append(PaymentLink.id.desc())
+    return order
+
+
+async def list_links(
+    session: AsyncSession,
+    *,
+    customer_id: int,
+    filters: LinkFilters,
+    sort: Sequence[str],
+    page: PageRequest,
+) -> tuple[list[tuple[PaymentLink, Payment | None]], int]:
+    now = clock.now()
+    order = parse_sort(sort, now)
+    conditions = _conditions(customer_id, filters, now)
+    total = (
+        await session.scalar(
+            select(func.count())
+            .select_from(PaymentLink)
+            .outerjoin(Payment, Payment.link_id == PaymentLink.id)
+            .where(*conditions)
+        )
+        or 0
+    )
+    if page.offset >= total:
+        return [], total
+    rows = await session.execute(
+        select(PaymentLink, Payment)
+        .outerjoin(Payment, Payment.link_id == PaymentLink.id)
+        .where(*conditions)
+        .order_by(*order)
+        .offset(page.offset)
+        .limit(page.size)
+    )
+    return [(link, payment) for link, payment in rows], total
+
+
+async def report(
+    session: AsyncSession, *, customer_id: int, filters: LinkFilters
+) -> dict[str, Any]:
+    """Counts and sums over every matched link, computed by the database."""
+    now = clock.now()
+    conditions = _conditions(customer_id, filters, now)
+    joined = select().select_from(PaymentLink).outerjoin(Payment, Payment.link_id == PaymentLink.id)
+    status = effective_status(now)
+    by_status = {
+        name: (count, cents or 0)
+        for name, count, cents in await session.execute(
+            joined.add_columns(status, func.count(), func.sum(PaymentLink.amount_cents))
+            .where(*conditions)
+            .group_by(status)
+        )
+    }
+    by_method = {
+        method: (count, cents or 0)
+        for method, count, cents in await session.execute(
+            joined.add_columns(Payment.method, func.count(), func.sum(PaymentLink.amount_cents))
+            .where(*conditions, Payment.method.is_not(None))
+            .group_by(Payment.method)
+        )
+    }
+    day = _utc_day(session)
+    by_day = [
+        (str(when), count, cents or 0)
+        for when, count, cents in await session.execute(
+            joined.add_columns(day, func.count(), func.sum(PaymentLink.amount_cents))
+            .where(*conditions)
+            .group_by(day)
+            .order_by(day)
+        )
+    ]
+    total_count = sum(count for count, _ in by_status.values())
+    total_cents = sum(cents for _, cents in by_status.values())
+    return {
+        "start_date": filters.start,
+        "end_date": filters.end,
+        "total_count": total_count,
+        "total_amount": from_cents(total_cents),
+        "by_status": [
+            {
+                "status": name,
+                "count": by_status.get(name, (0, 0))[0],
+                "amount": from_cents(by_status.get(name, (0, 0))[1]),
+            }
+            for name in ("CREATED", "PAID", "EXPIRED")
+        ],
+        "by_payment_method": [
+            {
+                "payment_method": method,
+                "count": by_method.get(method, (0, 0))[0],
+                "amount": from_cents(by_method.get(method, (0, 0))[1]),
+            }
+            for method in (METHOD_CARD, METHOD_PIX)
+        ],
+        "by_day": [
+            {"date": when[:10], "count": count, "amount": from_cents(cents)}
+            for when, count, cents in by_day
+        ],
+    }
+
+
+def _utc_day(session: AsyncSession) -> ColumnElement[Any]:
+    if session.get_bind().dialect.name == "postgresql":
+        return func.date(func.timezone("UTC", PaymentLink.created_at))
+    return func.date(PaymentLink.created_at)  # SQLite keeps UTC text
+
+
+CSV_COLUMNS = [
+    "linkPaymentUuid",
+    "creationDate",
+    "expirationDate",
+    "status",
+    "payerName",
+    "registrationNumber",
+    "amount",
+    "numbersInstallments",
+    "description",
+    "userReference",
+    "paymentMethod",
+    "paymentId",
+    "paymentReceipt",
+    "paymentDate",
+    "installments",
+]
+
+
+def _csv_safe(value: object) -> str:
+    """A cell as text; one that a spreadsheet would run as a formula gets a leading quote."""
+    text = "" if value is None else str(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+async def stream_csv(
+    session: AsyncSession, *, customer_id: int, filters: LinkFilters
+) -> AsyncIterator[str]:
+    """Every matched link as CSV, read from the database in chunks as it is sent."""
+    now = clock.now()
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(CSV_COLUMNS)
+    yield buffer.getvalue()
+    result = await session.stream(
+        select(PaymentLink, Payment)
+        .outerjoin(Payment, Payment.link_id == PaymentLink.id)
+        .where(*_conditions(customer_id, filters, now))
+        .order_by(PaymentLink.created_at.desc(), PaymentLink.id.desc())
+        .execution_options(yield_per=1000)
+    )
+    async for chunk in result.partitions(1000):
+        buffer.seek(0)
+        buffer.truncate()
+        for link, payment in chunk:
+            writer.writerow(
+                [
+                    _csv_safe(v)
+                    for v in (
+                        link.uuid,
+                        format_utc(link.created_at),
+                        format_utc(link.expires_at),
+                        status_at(link, now),
+                        link.payer_name,
+                        link.registration_number,
+                        f"{from_cents(link.amount_cents):.2f}",
+                        link.numbers_installments,
+                        link.description,
+                        link.user_reference,
+                        payment.method if payment else None,
+                        payment.payment_id if payment else None,
+                        payment.payment_receipt if payment else None,
+                        format_utc(payment.paid_at) if payment else None,
+                        payment.installments if payment else None,
+                    )
+                ]
+            )
+        yield buffer.getvalue()
+
+
+# --- payments --------------------------------------------------------------------------------
+
+
+async def pay_link(
+    session: AsyncSession,
+    *,
+    link: PaymentLink,
+    method: int,
+    installments: int = 1,
+    receipt: str | None = None,
+) -> Payment:
+    """Record the payment of a link and publish its PAYMENT_LINK_INBOUND, in the caller's
+    transaction. Refused (409) unless the link is CREATED and not expired; for a card, the
+    instalments must be among those offered and their amounts add up to the link's exactly."""
+    now = clock.now()
+    if method not in (METHOD_CARD, METHOD_PIX):
+        raise BadRequest("paymentMethod must be 1 (credit card) or 2 (PIX)")
+    if method == METHOD_PIX:
+        installments = 1
+    elif not 1 <= installments <= link.numbers_installments:
+        raise BadRequest(
+            f"installments must be between 1 and {link.numbers_installments} for this link"
+        )
+    # The guard and the change in one statement, so two payments can never both succeed.
+    paid = await session.execute(
+        update(PaymentLink)
+        .where(
+            PaymentLink.id == link.id,
+            PaymentLink.status == "CREATED",
+            PaymentLink.expires_at > now,
+        )
+        .values(status="PAID", autopay_at=None)
+        .execution_options(synchronize_session=False)
+    )
+    if getattr(paid, "rowcount", 0) != 1:
+        await session.refresh(link)
+        current = status_at(link, now)
+        raise Conflict(
+            ErrorCode.PAYMENT_LINK_NOT_PAYABLE, f"the payment link is {current}, not CREATED"
+        )
+    link.status = "PAID"
+    link.autopay_at = None
+    if receipt is None:
+        receipt = (
+            new_end_to_end_id(ispb=SANDBOX_ISPB, at=now)
+            if method == METHOD_PIX
+            else f"{secrets.randbelow(10**9):09d}"
+        )
+    payment = Payment(
+        link_id=link.id,
+        customer_id=link.customer_id,
+        method=method,
+        payment_id="pay_" + uuid.uuid4().hex[:24],
+        payment_receipt=receipt,
+        installments=installments,
+        amount_cents=link.amount_cents,
+        installment_cents=(
+            ",".join(str(c) for c in split_into_installments(link.amount_cents, installments))
+            if method == METHOD_CARD
+            else None
+        ),
+        paid_at=now,
+    )
+    session.add(payment)
+    await session.flush()
+    await deliveries.publish_event(
+        session,
+        customer_id=link.customer_id,
+        event_type=EventType.PAYMENT_LINK_INBOUND,
+        payload=PaymentLinkInbound(
+            payment_link_uuid=str(link.uuid),
+            payment_date=now,
+            payment_method=METHOD_NAMES[PaymentMethod(method)],
+            payment_id=payment.payment_id,
+            payment_receipt=receipt,
+            amount=from_cents(link.amount_cents),
+            user_reference=link.user_reference,
+            numbers_installments=installments if method == METHOD_CARD else None,
+            status="PAID",
+        ),
+    )
+    return payment
+
+
+async def run_due_autopayments(session: AsyncSession, *, limit: int = 100) -> int:
+    """Sandbox: pay by PIX every link whose automatic payment is due. Durable: the due time is
+    a column, so a link created just before a stop is paid once the service runs again."""
+    now = clock.now()
+    due = (
+        select(PaymentLink)
+        .where(PaymentLink.autopay_at.is_not(None), PaymentLink.autopay_at <= now)
+        .order_by(PaymentLink.autopay_at)
+        .limit(limit)
+    )
+    if session.get_bind().dialect.name == "postgresql":
+        due = due.with_for_update(skip_locked=True)
+    links = list(await session.scalars(due))
+    paid = 0
+    for link in links:
+        if link.status == "CREATED" and now < link.expires_at:
+            await pay_link(session, link=link, method=METHOD_PIX)
+            paid += 1
+        else:
+            link.autopay_at = None
+    await session.flush()
+    return paid

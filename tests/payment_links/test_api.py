@@ -1,0 +1,541 @@
+"""B1-B4 over HTTP on each database: every rule of spec 2.4/4.3 and decisions.md's section."""
+
+from __future__ import annotations
+
+import csv
+import io
+import uuid
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from tests.helpers import Merchant, RunningService, assert_error_body
+from tucano import wire
+from tucano.auth.tokens import Scope, derive_key
+from tucano.clock import clock
+from tucano.errors import ErrorCode
+from tucano.payment_links.checkout_tokens import verify_checkout_token
+
+BASE = "/payment-link/v1"
+LINK_FIELDS = {
+    "linkPaymentUuid",
+    "payerName",
+    "registrationNumber",
+    "amount",
+    "numbersInstallments",
+    "status",
+    "urlPayment",
+    "description",
+    "verificationToken",
+    "installmentsOptions",
+    "userReference",
+    "creationDate",
+    "expirationDays",
+}
+CPF = "529.982.247-25"
+CNPJ = "11.222.333/0001-81"
+ALPHANUMERIC_CNPJ = "12.ABC.345/01DE-35"
+
+
+def new_link(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "payerName": "Maria da Silva",
+        "registrationNumber": CPF,
+        "amount": Decimal("150.00"),
+        "numbersInstallments": 3,
+        "expirationDays": 5,
+        "description": "Pedido 42",
+        "userReference": "order-42",
+    }
+    body.update(overrides)
+    return {k: v for k, v in body.items() if v is not ...}
+
+
+def tx() -> dict[str, str]:
+    return {"x-transaction-id": str(uuid.uuid4())}
+
+
+async def post_link(
+    merchant: Merchant, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> Any:
+    return await merchant.post(
+        BASE,
+        content=wire.dumps(body),
+        headers={"content-type": "application/json", **(headers if headers is not None else tx())},
+    )
+
+
+async def create(merchant: Merchant, **overrides: Any) -> dict[str, Any]:
+    response = await post_link(merchant, new_link(**overrides))
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+@pytest.fixture
+async def merchant(service: RunningService) -> Merchant:
+    return await service.merchant()
+
+
+def window(**params: Any) -> dict[str, Any]:
+    return {
+        "startDate": "2000-01-01T00:00:00.000Z",
+        "endDate": "2999-12-31T23:59:59.999Z",
+        **params,
+    }
+
+
+async def listing(merchant: Merchant, **params: Any) -> dict[str, Any]:
+    response = await merchant.get(f"{BASE}/link-payment", params=window(**params), headers=tx())
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+# --- B1 create ----------------------------------------------------------------------------
+
+
+async def test_create_answers_the_link_with_every_field(
+    merchant: Merchant, service: RunningService
+) -> None:
+    response = await post_link(merchant, new_link())
+    assert response.status_code == 200
+    body = response.json()
+    assert set(body) >= LINK_FIELDS
+    assert uuid.UUID(body["linkPaymentUuid"]).version == 4
+    assert body["payerName"] == "Maria da Silva"
+    assert body["registrationNumber"] == "52998224725"
+    assert body["amount"] == 150.0 and b'"amount":150.00' in response.content
+    assert body["numbersInstallments"] == 3
+    assert body["status"] == {"code": 1, "description": "CREATED"}
+    assert body["description"] == "Pedido 42" and body["userReference"] == "order-42"
+    assert 100000 <= body["verificationToken"] <= 999999
+    assert body["installmentsOptions"] == [
+        {"numberInstallments": 1, "amountInstallment": 150.0},
+        {"numberInstallments": 2, "amountInstallment": 75.0},
+        {"numberInstallments": 3, "amountInstallment": 50.0},
+    ]
+    assert b'"amountInstallment":75.00' in response.content
+    created = datetime.fromisoformat(body["creationDate"])
+    assert body["creationDate"].endswith("Z") and len(body["creationDate"]) == 24
+    assert abs(created - datetime.now(UTC)) < timedelta(minutes=1)
+    assert body["expirationDays"] == 5
+    assert datetime.fromisoformat(body["expirationDate"]) - created == timedelta(days=5)
+    assert body["payment"] is None
+
+    url = urlsplit(body["urlPayment"])
+    assert f"{url.scheme}://{url.netloc}" == service.settings.public_url
+    assert url.path == f"/checkout/{body['linkPaymentUuid']}"
+    token = parse_qs(url.query)["token"][0]
+    key = derive_key(service.settings.secret_key.get_secret_value().encode(), "checkout")  # type: ignore[union-attr]
+    verify_checkout_token(token, uuid.UUID(body["linkPaymentUuid"]), key=key, now=clock.now())
+
+
+async def test_optional_fields_may_be_left_out(merchant: Merchant) -> None:
+    body = await create(merchant, description=..., userReference=...)
+    assert body["description"] is None and body["userReference"] is None
+
+
+@pytest.mark.parametrize(
+    ("amount", "options"),
+    [
+        (Decimal("100.00"), ["100.00", "50.00", "33.33"]),
+        (Decimal("10.00"), ["10.00", "5.00", "3.33", "2.50", "2.00", "1.67"]),
+        (Decimal("0.05"), ["0.05", "0.03"]),
+        (Decimal("0.01"), ["0.01"]),
+    ],
+)
+async def test_installment_options_are_rounded_half_up(
+    merchant: Merchant, amount: Decimal, options: list[str]
+) -> None:
+    response = await post_link(merchant, new_link(amount=amount, numbersInstallments=len(options)))
+    shown = [str(o["amountInstallment"]) for o in response.json()["installmentsOptions"]]
+    assert [Decimal(s) for s in shown] == [Decimal(o) for o in options]
+    for option in options:
+        assert f'"amountInstallment":{option}'.encode() in response.content
+
+
+@pytest.mark.parametrize(
+    ("document", "stored"),
+    [
+        ("52998224725", "52998224725"),
+        (CPF, "52998224725"),
+        (CNPJ, "11222333000181"),
+        ("11222333000181", "11222333000181"),
+        (ALPHANUMERIC_CNPJ, "12ABC34501DE35"),
+        ("12abc34501de35", "12ABC34501DE35"),
+    ],
+)
+async def test_cpf_and_cnpj_are_accepted_and_stripped(
+    merchant: Merchant, document: str, stored: str
+) -> None:
+    assert (await create(merchant, registrationNumber=document))["registrationNumber"] == stored
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (new_link(payerName=...), "payerName is required"),
+        (new_link(payerName=""), "payerName must not be empty"),
+        (new_link(payerName="   "), "payerName must not be empty"),
+        (new_link(payerName="x" * 101), "payerName must have at most 100 characters"),
+        (new_link(payerName=12), "payerName must be a string"),
+        (new_link(registrationNumber=...), "registrationNumber is required"),
+        (new_link(registrationNumber="111.111.111-11"), "registrationNumber is not a valid CPF"),
+        (new_link(registrationNumber="529.982.247-26"), "registrationNumber is not a valid CPF"),
+        (
+            new_link(registrationNumber="11.222.333/0001-82"),
+            "registrationNumber is not a valid CNPJ",
+        ),
+        (
+            new_link(registrationNumber="12.ABC.345/01DE-36"),
+            "registrationNumber is not a valid CNPJ",
+        ),
+        (new_link(registrationNumber="1234"), "registrationNumber must be a valid CPF"),
+        (new_link(registrationNumber=52998224725), "registrationNumber must be a string"),
+        (new_link(amount=...), "amount is required"),
+        (new_link(amount=Decimal("0")), "amount must be greater than or equal to 0.01"),
+        (new_link(amount=Decimal("-5")), "amount must be greater than or equal to 0.01"),
+        (new_link(amount=Decimal("0.001")), "amount must be greater than or equal to 0.01"),
+        (new_link(amount=Decimal("1.001")), "amount must have at most 2 decimal places"),
+        (new_link(amount=Decimal("10.555")), "amount must have at most 2 decimal places"),
+        (
+            new_link(amount=Decimal("1000000000.00")),
+            "amount must be less than or equal to 999999999.99",
+        ),
+        (new_link(amount="10.00"), "amount must be a number"),
+        (new_link(amount=True), "amount must be a number"),
+        (new_link(numbersInstallments=...), "numbersInstallments is required"),
+        (new_link(numbersInstallments=0), "numbersInstallments must be greater than or equal to 1"),
+        (new_link(numbersInstallments=11), "numbersInstallments must be less than or equal to 10"),
+        (new_link(numbersInstallments=2.5), "numbersInstallments must be an integer"),
+        (new_link(numbersInstallments="3"), "numbersInstallments must be an integer"),
+        (new_link(expirationDays=...), "expirationDays is required"),
+        (new_link(expirationDays=0), "expirationDays must be greater than or equal to 1"),
+        (new_link(expirationDays=11), "expirationDays must be less than or equal to 10"),
+        (new_link(description="d" * 141), "description must have at most 140 characters"),
+        (new_link(userReference="r" * 78), "userReference must have at most 77 characters"),
+    ],
+)
+async def test_create_refuses_each_bad_field(
+    merchant: Merchant, body: dict[str, Any], message: str
+) -> None:
+    error = assert_error_body(await post_link(merchant, body), 400, ErrorCode.INVALID_PARAMETERS)
+    assert any(line.startswith(message) for line in error["errors"]), error
+
+
+async def test_limits_are_inclusive(merchant: Merchant) -> None:
+    body = await create(
+        merchant,
+        amount=Decimal("999999999.99"),
+        numbersInstallments=10,
+        expirationDays=10,
+        payerName="x" * 100,
+        description="d" * 140,
+        userReference="r" * 77,
+    )
+    assert body["amount"] == 999999999.99 and len(body["installmentsOptions"]) == 10
+    assert (
+        await create(merchant, amount=Decimal("0.01"), numbersInstallments=1, expirationDays=1)
+    )["amount"] == 0.01
+
+
+async def test_integral_amounts_come_back_with_two_decimals(merchant: Merchant) -> None:
+    response = await post_link(merchant, new_link(amount=25))
+    assert response.status_code == 200
+    assert b'"amount":25.00' in response.content
+
+
+@pytest.mark.parametrize("header", [None, "", "not-a-uuid", "1234"])
+async def test_x_transaction_id_is_required_and_a_uuid(
+    merchant: Merchant, header: str | None
+) -> None:
+    headers = {} if header is None else {"x-transaction-id": header}
+    error = assert_error_body(
+        await post_link(merchant, new_link(), headers=headers),
+        400,
+        ErrorCode.INVALID_TRANSACTION_ID,
+    )
+    assert "x-transaction-id" in error["errors"][0]
+    for path in ("/link-payment", "/report", f"/{uuid.uuid4()}"):
+        response = await merchant.get(BASE + path, params=window(), headers=headers)
+        assert_error_body(response, 400, ErrorCode.INVALID_TRANSACTION_ID)
+
+
+# --- idempotency ----------------------------------------------------------------------------
+
+
+async def test_the_same_transaction_id_and_body_answer_the_same_link(merchant: Merchant) -> None:
+    headers = tx()
+    first = await post_link(merchant, new_link(), headers=headers)
+    again = await post_link(merchant, new_link(amount=Decimal("150.0")), headers=headers)
+    assert first.status_code == again.status_code == 200
+    assert first.content == again.content
+    assert (await listing(merchant))["totalElements"] == 1
+
+
+async def test_the_same_transaction_id_with_another_body_is_409(merchant: Merchant) -> None:
+    headers = tx()
+    await post_link(merchant, new_link(), headers=headers)
+    conflict = await post_link(merchant, new_link(amount=Decimal("151.00")), headers=headers)
+    assert_error_body(conflict, 409, ErrorCode.IDEMPOTENCY_CONFLICT)
+    assert (await listing(merchant))["totalElements"] == 1
+
+
+async def test_transaction_ids_are_per_customer(service: RunningService) -> None:
+    one, two = await service.merchant(), await service.merchant()
+    headers = tx()
+    first = (await post_link(one, new_link(), headers=headers)).json()
+    second = (await post_link(two, new_link(amount=Decimal("9.99")), headers=headers)).json()
+    assert first["linkPaymentUuid"] != second["linkPaymentUuid"]
+
+
+async def test_a_transaction_id_is_forgotten_after_24_hours(service: RunningService) -> None:
+    headers = tx()
+    with clock.freeze() as frozen:
+        merchant = await service.merchant()
+        first = (await post_link(merchant, new_link(), headers=headers)).json()
+        frozen.advance(timedelta(hours=24, seconds=1))
+        merchant = await service.merchant(customer_id=merchant.customer_id)  # a fresh token
+        later = await post_link(merchant, new_link(amount=Decimal("2.00")), headers=headers)
+    assert later.status_code == 200
+    assert later.json()["linkPaymentUuid"] != first["linkPaymentUuid"]
+
+
+# --- B3 details, lifecycle -----------------------------------------------------------------
+
+
+async def test_details_answer_the_link(merchant: Merchant) -> None:
+    created = await create(merchant)
+    response = await merchant.get(f"{BASE}/{created['linkPaymentUuid']}", headers=tx())
+    assert response.status_code == 200
+    assert response.json() == created
+
+
+@pytest.mark.parametrize("bad", ["not-a-uuid", "123", "00000000-0000-0000-0000-00000000000g"])
+async def test_a_bad_uuid_is_a_400(merchant: Merchant, bad: str) -> None:
+    error = assert_error_body(await merchant.get(f"{BASE}/{bad}", headers=tx()), 400)
+    assert error["errors"][0].startswith("linkPaymentUuid must be a UUID")
+
+
+async def test_another_customers_link_is_answered_like_a_missing_one(
+    service: RunningService,
+) -> None:
+    owner, stranger = await service.merchant(), await service.merchant()
+    theirs = (await create(owner))["linkPaymentUuid"]
+    foreign = await stranger.get(f"{BASE}/{theirs}", headers=tx())
+    missing = await stranger.get(f"{BASE}/{uuid.uuid4()}", headers=tx())
+    a = assert_error_body(foreign, 404, ErrorCode.PAYMENT_LINK_NOT_FOUND)
+    b = assert_error_body(missing, 404, ErrorCode.PAYMENT_LINK_NOT_FOUND)
+    assert (a["message"], a["errors"]) == (b["message"], b["errors"])
+    assert (await listing(stranger))["totalElements"] == 0
+    report = (await stranger.get(f"{BASE}/report", params=window(), headers=tx())).json()
+    assert report["totalCount"] == 0
+
+
+async def test_a_link_expires_exactly_at_its_expiration_date(service: RunningService) -> None:
+    start = datetime(2030, 5, 1, 12, 0, tzinfo=UTC)
+    with clock.freeze(start) as frozen:
+        merchant = await service.merchant()
+        link = await create(merchant, expirationDays=2)
+        path = f"{BASE}/{link['linkPaymentUuid']}"
+        frozen.advance(timedelta(days=2) - timedelta(milliseconds=1))
+        merchant = await service.merchant(customer_id=merchant.customer_id)
+        assert (await merchant.get(path, headers=tx())).json()["status"] == {
+            "code": 1,
+            "description": "CREATED",
+        }
+        frozen.advance(timedelta(milliseconds=1))
+        assert (await merchant.get(path, headers=tx())).json()["status"] == {
+            "code": 3,
+            "description": "EXPIRED",
+        }
+        assert (await listing(merchant, status="EXPIRED"))["totalElements"] == 1
+        assert (await listing(merchant, status="CREATED"))["totalElements"] == 0
+
+
+# --- B2 list --------------------------------------------------------------------------------
+
+
+async def test_list_is_the_page_shape_newest_first(merchant: Merchant) -> None:
+    empty = await listing(merchant)
+    assert empty == {
+        "content": [],
+        "totalElements": 0,
+        "totalPages": 0,
+        "size": 20,
+        "number": 0,
+        "first": True,
+        "last": True,
+        "empty": True,
+    }
+    made = [await create(merchant, amount=Decimal(f"{n}.00")) for n in range(1, 6)]
+    page = await listing(merchant, size=2)
+    assert [link["linkPaymentUuid"] for link in page["content"]] == [
+        made[4]["linkPaymentUuid"],
+        made[3]["linkPaymentUuid"],
+    ]
+    assert page | {"content": None} == {
+        "content": None,
+        "totalElements": 5,
+        "totalPages": 3,
+        "size": 2,
+        "number": 0,
+        "first": True,
+        "last": False,
+        "empty": False,
+    }
+    assert set(page["content"][0]) >= LINK_FIELDS
+    last = await listing(merchant, size=2, page=2)
+    assert [link["linkPaymentUuid"] for link in last["content"]] == [made[0]["linkPaymentUuid"]]
+
+
+async def test_list_dates_bound_creation_inclusive(merchant: Merchant) -> None:
+    link = await create(merchant)
+    at = link["creationDate"]
+    assert (await listing(merchant, startDate=at, endDate=at))["totalElements"] == 1
+    moment = datetime.fromisoformat(at)
+    just_after = (moment + timedelta(milliseconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    just_before = (moment - timedelta(milliseconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    assert (await listing(merchant, startDate=just_after))["totalElements"] == 0
+    assert (await listing(merchant, endDate=just_before))["totalElements"] == 0
+    day = at[:10]
+    assert (await listing(merchant, startDate=day, endDate=day))["totalElements"] == 1
+
+
+async def test_list_filters(merchant: Merchant) -> None:
+    a = await create(merchant, registrationNumber=CNPJ, userReference="ref-a")
+    await create(merchant, registrationNumber=CPF, userReference="ref-b")
+    by_document = await listing(merchant, registrationNumber="11222333000181")
+    assert [link["linkPaymentUuid"] for link in by_document["content"]] == [a["linkPaymentUuid"]]
+    assert (await listing(merchant, registrationNumber=CNPJ))["totalElements"] == 1
+    assert (await listing(merchant, userReference="ref-a"))["totalElements"] == 1
+    assert (await listing(merchant, status="CREATED"))["totalElements"] == 2
+    assert (await listing(merchant, status="PAID"))["totalElements"] == 0
+    assert (await listing(merchant, paymentMethod=2))["totalElements"] == 0
+    assert (await listing(merchant, paymentReceipt="E999"))["totalElements"] == 0
+
+
+async def test_list_sorts(merchant: Merchant) -> None:
+    for name, amount in (("Carla", "30.00"), ("Ana", "10.00"), ("Bruno", "20.00")):
+        await create(merchant, payerName=name, amount=Decimal(amount))
+
+    async def names(*sort: str) -> list[str]:
+        response = await merchant.get(
+            f"{BASE}/link-payment",
+            params=[*window().items(), *[("sort", s) for s in sort]],
+            headers=tx(),
+        )
+        assert response.status_code == 200, response.text
+        return [link["payerName"] for link in response.json()["content"]]
+
+    assert await names() == ["Bruno", "Ana", "Carla"]  # creationDate,desc
+    assert await names("amount,asc") == ["Ana", "Bruno", "Carla"]
+    assert await names("amount,desc") == ["Carla", "Bruno", "Ana"]
+    assert await names("payerName,asc") == ["Ana", "Bruno", "Carla"]
+    assert await names("payerName") == ["Ana", "Bruno", "Carla"]
+    assert await names("creationDate,asc") == ["Carla", "Ana", "Bruno"]
+    assert await names("status,asc", "payerName,desc") == ["Carla", "Bruno", "Ana"]
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"startDate": None}, "startDate is required"),
+        ({"endDate": None}, "endDate is required"),
+        ({"startDate": "yesterday"}, "startDate must be an ISO 8601 timestamp"),
+        (
+            {"startDate": "2026-02-01", "endDate": "2026-01-01"},
+            "startDate must not be after endDate",
+        ),
+        ({"status": "OPEN"}, "status must be one of"),
+        ({"paymentMethod": 3}, "paymentMethod must be one of"),
+        ({"paymentMethod": "pix"}, "paymentMethod must be one of"),
+        ({"size": 0}, "size must be greater than or equal to 1"),
+        ({"size": 101}, "size must be less than or equal to 100"),
+        ({"page": -1}, "page must be greater than or equal to 0"),
+        ({"sort": "amount,sideways"}, "sort must be field,asc or field,desc"),
+        ({"sort": "secret,asc"}, "sort must be field,asc or field,desc"),
+    ],
+)
+async def test_list_refuses_bad_parameters(
+    merchant: Merchant, params: dict[str, Any], message: str
+) -> None:
+    query = {k: v for k, v in window(**params).items() if v is not None}
+    response = await merchant.get(f"{BASE}/link-payment", params=query, headers=tx())
+    error = assert_error_body(response, 400)
+    assert any(line.startswith(message) for line in error["errors"]), error
+
+
+# --- B4 report ------------------------------------------------------------------------------
+
+
+async def test_report_totals_every_matched_link(merchant: Merchant) -> None:
+    await create(merchant, amount=Decimal("10.00"))
+    await create(merchant, amount=Decimal("20.50"))
+    with clock.freeze(clock.now() - timedelta(days=30)):
+        await create(merchant, amount=Decimal("5.25"), expirationDays=1)
+    response = await merchant.get(f"{BASE}/report", params=window(size=1), headers=tx())
+    assert response.status_code == 200
+    report = response.json()
+    assert set(report) == {
+        "startDate",
+        "endDate",
+        "totalCount",
+        "totalAmount",
+        "byStatus",
+        "byPaymentMethod",
+        "byDay",
+    }
+    assert report["startDate"] == "2000-01-01T00:00:00.000Z"
+    assert report["totalCount"] == 3
+    assert Decimal(str(report["totalAmount"])) == Decimal("35.75")
+    assert b'"totalAmount":35.75' in response.content
+    statuses = {s["status"]: (s["count"], Decimal(str(s["amount"]))) for s in report["byStatus"]}
+    assert statuses == {
+        "CREATED": (2, Decimal("30.50")),
+        "PAID": (0, Decimal("0")),
+        "EXPIRED": (1, Decimal("5.25")),
+    }
+    assert report["byPaymentMethod"] == [
+        {"paymentMethod": 1, "count": 0, "amount": 0.0},
+        {"paymentMethod": 2, "count": 0, "amount": 0.0},
+    ]
+    days = report["byDay"]
+    assert [d["count"] for d in days] == [1, 2]
+    assert days[0]["date"] < days[1]["date"] and len(days[0]["date"]) == 10
+    only_expired = (
+        await merchant.get(f"{BASE}/report", params=window(status="EXPIRED"), headers=tx())
+    ).json()
+    assert only_expired["totalCount"] == 1
+
+
+async def test_report_as_csv_lists_every_matched_link(merchant: Merchant) -> None:
+    made = [await create(merchant, payerName=name) for name in ("Ana", "=HYPERLINK(1)", "Caio")]
+    response = await merchant.get(
+        f"{BASE}/report", params=window(), headers={**tx(), "Accept": "text/csv"}
+    )
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(response.text)))
+    assert len(rows) == 3
+    assert {r["linkPaymentUuid"] for r in rows} == {m["linkPaymentUuid"] for m in made}
+    assert {r["payerName"] for r in rows} == {"Ana", "'=HYPERLINK(1)", "Caio"}
+    assert all(r["amount"] == "150.00" and r["status"] == "CREATED" for r in rows)
+
+
+# --- scopes --------------------------------------------------------------------------------
+
+
+async def test_scopes_are_enforced(service: RunningService) -> None:
+    reader = await service.merchant(scopes=[Scope.PAYMENT_LINK_READ])
+    assert_error_body(await post_link(reader, new_link()), 403, ErrorCode.INSUFFICIENT_SCOPE)
+    assert (
+        await reader.get(f"{BASE}/link-payment", params=window(), headers=tx())
+    ).status_code == 200
+    writer_only = await service.merchant(scopes=[Scope.PAYMENT_LINK_WRITE])
+    response = await writer_only.get(f"{BASE}/link-payment", params=window(), headers=tx())
+    assert_error_body(response, 403, ErrorCode.INSUFFICIENT_SCOPE)
+    anonymous = await service.http.get(f"{BASE}/link-payment", params=window(), headers=tx())
+    assert_error_body(anonymous, 401, ErrorCode.UNAUTHENTICATED)

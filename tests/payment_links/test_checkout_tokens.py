@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tucano.auth.tokens import derive_key
+from tucano.payment_links.checkout_tokens import (
+    InvalidCheckoutToken,
+    issue_checkout_token,
+    verify_checkout_token,
+)
+
+KEY = derive_key(b"s" * 40, "checkout")
+NOW = datetime(2026, 1, 15, 10, 0, tzinfo=UTC)
+LINK = uuid.uuid4()
+
+
+def token(expires: datetime = NOW + timedelta(days=1), key: bytes = KEY) -> str:
+    return issue_checkout_token(LINK, expires_at=expires, key=key)
+
+
+def test_a_token_opens_its_own_link_until_it_expires() -> None:
+    verify_checkout_token(token(), LINK, key=KEY, now=NOW)
+    with pytest.raises(InvalidCheckoutToken, match="expired"):
+        verify_checkout_token(token(), LINK, key=KEY, now=NOW + timedelta(days=1))
+
+
+def test_another_link_altered_or_foreign_tokens_are_refused() -> None:
+    with pytest.raises(InvalidCheckoutToken, match="another payment link"):
+        verify_checkout_token(token(), uuid.uuid4(), key=KEY, now=NOW)
+    altered = token()[:-3] + ("AAA" if not token().endswith("AAA") else "BBB")
+    with pytest.raises(InvalidCheckoutToken):
+        verify_checkout_token(altered, LINK, key=KEY, now=NOW)
+    with pytest.raises(InvalidCheckoutToken):
+        verify_checkout_token(
+            token(key=derive_key(b"s" * 40, "access-token")), LINK, key=KEY, now=NOW
+        )
+
+
+def test_the_token_is_the_same_for_the_same_link() -> None:
+    assert token() == token()
