@@ -19,6 +19,18 @@ from tucano.auth.tokens import MERCHANT_SCOPES, Scope
 from tucano.config import Settings
 from tucano.db import Database
 
+# An empty result, exactly as spec 2.2 describes it (default page and size).
+EMPTY_PAGE = {
+    "content": [],
+    "totalElements": 0,
+    "totalPages": 0,
+    "size": 20,
+    "number": 0,
+    "first": True,
+    "last": True,
+    "empty": True,
+}
+
 
 def new_customer_id() -> int:
     """A customer no other test uses, so tests never see each other's data."""

@@ -145,6 +145,7 @@ async def test_health_reports_ok(service: RunningService) -> None:
     response = await service.http.get("/health")
     assert response.status_code == 200
     assert response.json()["status"] == "ok"
+    assert (await service.http.get("/health/live")).json() == {"status": "ok"}
 
 
 async def test_errors_are_json_even_for_head_and_options(service: RunningService) -> None:

@@ -94,7 +94,11 @@ def create_app(
     app.include_router(payment_links_router)
     _document_deliveries(app)
 
-    @app.get("/health", tags=["operations"], summary="Liveness and database readiness")
+    @app.get("/health/live", tags=["operations"], summary="Liveness: the process answers")
+    async def live() -> Response:
+        return json_response({"status": "ok"})
+
+    @app.get("/health", tags=["operations"], summary="Readiness: the database answers")
     async def health(request: Request) -> Response:
         try:
             async with request.app.state.database.engine.connect() as connection:

@@ -95,7 +95,7 @@ def create_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
         url,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
+        pool_pre_ping=False,
         pool_recycle=1800,
         # SQL parameters never reach an error message or a log line.
         hide_parameters=True,

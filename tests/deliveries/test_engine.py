@@ -20,7 +20,7 @@ from tests.deliveries.support import (
     results,
     results_for,
 )
-from tests.helpers import Merchant, RunningService, assert_error_body
+from tests.helpers import EMPTY_PAGE, Merchant, RunningService, assert_error_body
 from tests.receivers import Receiver, always, failing_then_ok, hanging
 from tucano import wire
 from tucano.errors import ErrorCode
@@ -423,16 +423,7 @@ async def test_results_of_another_customer_are_invisible(
 
 
 async def test_empty_results_are_the_empty_page(merchant: Merchant) -> None:
-    assert await results(merchant) == {
-        "content": [],
-        "totalElements": 0,
-        "totalPages": 0,
-        "size": 20,
-        "number": 0,
-        "first": True,
-        "last": True,
-        "empty": True,
-    }
+    assert await results(merchant) == EMPTY_PAGE
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.helpers import Merchant, RunningService, assert_error_body
+from tests.helpers import EMPTY_PAGE, Merchant, RunningService, assert_error_body
 from tucano import wire
 from tucano.auth.tokens import Scope, derive_key
 from tucano.clock import clock
@@ -360,16 +360,7 @@ async def test_a_link_expires_exactly_at_its_expiration_date(service: RunningSer
 
 async def test_list_is_the_page_shape_newest_first(merchant: Merchant) -> None:
     empty = await listing(merchant)
-    assert empty == {
-        "content": [],
-        "totalElements": 0,
-        "totalPages": 0,
-        "size": 20,
-        "number": 0,
-        "first": True,
-        "last": True,
-        "empty": True,
-    }
+    assert empty == EMPTY_PAGE
     made = [await create(merchant, amount=Decimal(f"{n}.00")) for n in range(1, 6)]
     page = await listing(merchant, size=2)
     assert [link["linkPaymentUuid"] for link in page["content"]] == [

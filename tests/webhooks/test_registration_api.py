@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import Merchant, RunningService, assert_error_body
+from tests.helpers import EMPTY_PAGE, Merchant, RunningService, assert_error_body
 from tucano.auth.tokens import Scope
 from tucano.errors import ErrorCode
 
@@ -280,16 +280,7 @@ async def test_read_returns_the_six_fields_without_the_secret(merchant: Merchant
 async def test_empty_list_is_the_empty_page_of_spec_2_2(merchant: Merchant) -> None:
     response = await merchant.get("/webhook/v1/list")
     assert response.status_code == 200
-    assert response.json() == {
-        "content": [],
-        "totalElements": 0,
-        "totalPages": 0,
-        "size": 20,
-        "number": 0,
-        "first": True,
-        "last": True,
-        "empty": True,
-    }
+    assert response.json() == EMPTY_PAGE
 
 
 async def test_list_pages_through_in_creation_order(merchant: Merchant) -> None:

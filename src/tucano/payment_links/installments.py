@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from tucano.money import from_cents, quantize_cents
+from tucano.money import quantize_cents
 
 MAX_INSTALLMENTS = 10
 
@@ -26,7 +26,3 @@ def split_into_installments(amount_cents: int, count: int) -> list[int]:
         raise ValueError("at least one instalment")
     base, remainder = divmod(amount_cents, count)
     return [base + remainder] + [base] * (count - 1)
-
-
-def describe_split(amount_cents: int, count: int) -> list[Decimal]:
-    return [from_cents(c) for c in split_into_installments(amount_cents, count)]

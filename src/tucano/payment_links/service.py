@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, delete, func, select, update
+from sqlalchemy import ColumnElement, Select, case, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano import wire
@@ -183,29 +183,38 @@ def effective_status(now: datetime) -> ColumnElement[str]:
     )
 
 
-def _conditions(customer_id: int, filters: LinkFilters, now: datetime) -> list[ColumnElement[bool]]:
-    conditions: list[ColumnElement[bool]] = [
-        PaymentLink.customer_id == customer_id,
-        PaymentLink.created_at >= filters.start,
-        PaymentLink.created_at <= filters.end,
-    ]
+def matched_links(customer_id: int, filters: LinkFilters, now: datetime) -> Select[tuple[()]]:
+    """FROM and WHERE of the links a list or report covers. Payments are joined only when a
+    filter is about them (then inner: only paid links have one), so counts and totals can be
+    read from the links' index alone."""
+    query = (
+        select()
+        .select_from(PaymentLink)
+        .where(
+            PaymentLink.customer_id == customer_id,
+            PaymentLink.created_at >= filters.start,
+            PaymentLink.created_at <= filters.end,
+        )
+    )
     if filters.status == "PAID":
-        conditions.append(PaymentLink.status == "PAID")
+        query = query.where(PaymentLink.status == "PAID")
     elif filters.status == "CREATED":
-        conditions += [PaymentLink.status == "CREATED", PaymentLink.expires_at > now]
+        query = query.where(PaymentLink.status == "CREATED", PaymentLink.expires_at > now)
     elif filters.status == "EXPIRED":
-        conditions += [PaymentLink.status == "CREATED", PaymentLink.expires_at <= now]
+        query = query.where(PaymentLink.status == "CREATED", PaymentLink.expires_at <= now)
     if filters.registration_number is not None:
-        conditions.append(
+        query = query.where(
             PaymentLink.registration_number == normalize_document(filters.registration_number)
         )
     if filters.user_reference is not None:
-        conditions.append(PaymentLink.user_reference == filters.user_reference)
-    if filters.payment_receipt is not None:
-        conditions.append(Payment.payment_receipt == filters.payment_receipt)
-    if filters.payment_method is not None:
-        conditions.append(Payment.method == filters.payment_method)
-    return conditions
+        query = query.where(PaymentLink.user_reference == filters.user_reference)
+    if filters.payment_receipt is not None or filters.payment_method is not None:
+        query = query.join(Payment, Payment.link_id == PaymentLink.id)
+        if filters.payment_receipt is not None:
+            query = query.where(Payment.payment_receipt == filters.payment_receipt)
+        if filters.payment_method is not None:
+            query = query.where(Payment.method == filters.payment_method)
+    return query
 
 
 def parse_sort(values: Sequence[str], now: datetime) -> list[Any]:
@@ -241,25 +250,18 @@ async def list_links(
 ) -> tuple[list[tuple[PaymentLink, Payment | None]], int]:
     now = clock.now()
     order = parse_sort(sort, now)
-    conditions = _conditions(customer_id, filters, now)
-    total = (
-        await session.scalar(
-            select(func.count())
-            .select_from(PaymentLink)
-            .outerjoin(Payment, Payment.link_id == PaymentLink.id)
-            .where(*conditions)
-        )
-        or 0
-    )
+    matched = matched_links(customer_id, filters, now)
+    total = await session.scalar(matched.add_columns(func.count())) or 0
     if page.offset >= total:
         return [], total
+    ids = (
+        matched.add_columns(PaymentLink.id).order_by(*order).offset(page.offset).limit(page.size)
+    ).subquery()
     rows = await session.execute(
         select(PaymentLink, Payment)
+        .join(ids, ids.c.id == PaymentLink.id)
         .outerjoin(Payment, Payment.link_id == PaymentLink.id)
-        .where(*conditions)
         .order_by(*order)
-        .offset(page.offset)
-        .limit(page.size)
     )
     return [(link, payment) for link, payment in rows], total
 
@@ -269,35 +271,34 @@ async def report(
 ) -> dict[str, Any]:
     """Counts and sums over every matched link, computed by the database."""
     now = clock.now()
-    conditions = _conditions(customer_id, filters, now)
-    joined = select().select_from(PaymentLink).outerjoin(Payment, Payment.link_id == PaymentLink.id)
+    matched = matched_links(customer_id, filters, now)
     status = effective_status(now)
-    by_status = {
-        name: (count, cents or 0)
-        for name, count, cents in await session.execute(
-            joined.add_columns(status, func.count(), func.sum(PaymentLink.amount_cents))
-            .where(*conditions)
-            .group_by(status)
+    day = _utc_day(session)
+    # One pass over the links for the statuses and the days, one over the paid ones.
+    by_status: dict[str, tuple[int, int]] = {}
+    by_day_totals: dict[str, tuple[int, int]] = {}
+    for when, name, count, cents in await session.execute(
+        matched.add_columns(day, status, func.count(), func.sum(PaymentLink.amount_cents)).group_by(
+            day, status
         )
-    }
+    ):
+        for totals, key in ((by_status, name), (by_day_totals, str(when)[:10])):
+            seen_count, seen_cents = totals.get(key, (0, 0))
+            totals[key] = (seen_count + count, seen_cents + (cents or 0))
+    paid = (
+        matched
+        if filters.payment_receipt is not None or filters.payment_method is not None
+        else matched.join(Payment, Payment.link_id == PaymentLink.id)
+    )
     by_method = {
         method: (count, cents or 0)
         for method, count, cents in await session.execute(
-            joined.add_columns(Payment.method, func.count(), func.sum(PaymentLink.amount_cents))
-            .where(*conditions, Payment.method.is_not(None))
-            .group_by(Payment.method)
+            paid.add_columns(
+                Payment.method, func.count(), func.sum(PaymentLink.amount_cents)
+            ).group_by(Payment.method)
         )
     }
-    day = _utc_day(session)
-    by_day = [
-        (str(when), count, cents or 0)
-        for when, count, cents in await session.execute(
-            joined.add_columns(day, func.count(), func.sum(PaymentLink.amount_cents))
-            .where(*conditions)
-            .group_by(day)
-            .order_by(day)
-        )
-    ]
+    by_day = [(when, *by_day_totals[when]) for when in sorted(by_day_totals)]
     total_count = sum(count for count, _ in by_status.values())
     total_cents = sum(cents for _, cents in by_status.values())
     return {
@@ -322,7 +323,7 @@ async def report(
             for method in (METHOD_CARD, METHOD_PIX)
         ],
         "by_day": [
-            {"date": when[:10], "count": count, "amount": from_cents(cents)}
+            {"date": when, "count": count, "amount": from_cents(cents)}
             for when, count, cents in by_day
         ],
     }
@@ -368,10 +369,11 @@ async def stream_csv(
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS)
     yield buffer.getvalue()
+    ids = matched_links(customer_id, filters, now).add_columns(PaymentLink.id).subquery()
     result = await session.stream(
         select(PaymentLink, Payment)
+        .join(ids, ids.c.id == PaymentLink.id)
         .outerjoin(Payment, Payment.link_id == PaymentLink.id)
-        .where(*_conditions(customer_id, filters, now))
         .order_by(PaymentLink.created_at.desc(), PaymentLink.id.desc())
         .execution_options(yield_per=1000)
     )

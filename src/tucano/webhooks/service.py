@@ -176,30 +176,6 @@ async def active_webhook_ids_by_subscription(
     return found
 
 
-async def delivery_targets(
-    session: AsyncSession, webhook_ids: Collection[int], *, now: datetime
-) -> dict[int, DeliveryTarget]:
-    if not webhook_ids:
-        return {}
-    rows = await session.execute(
-        select(
-            Webhook.id,
-            Webhook.target_url,
-            Webhook.is_active,
-            Webhook.secret,
-            Webhook.previous_secret,
-            Webhook.previous_secret_expires_at,
-        ).where(Webhook.id.in_(set(webhook_ids)))
-    )
-    targets = {}
-    for webhook_id, url, active, secret, previous, previous_until in rows:
-        secrets: tuple[str, ...] = (secret,)
-        if previous and previous_until is not None and previous_until > now:
-            secrets = (secret, previous)
-        targets[webhook_id] = DeliveryTarget(webhook_id, url, active, secrets)
-    return targets
-
-
 async def record_delivery_health(
     session: AsyncSession, *, succeeded: Collection[int], failed: Collection[int], at: datetime
 ) -> None:

@@ -44,7 +44,10 @@ def upgrade() -> None:
         sa.UniqueConstraint("uuid", name=op.f("uq_payment_links_uuid")),
     )
     op.create_index(
-        "ix_payment_links_customer_created", "payment_links", ["customer_id", "created_at", "id"]
+        "ix_payment_links_customer_created",
+        "payment_links",
+        ["customer_id", "created_at", "id"],
+        postgresql_include=["status", "expires_at", "amount_cents"],
     )
     op.create_index(
         "ix_payment_links_customer_document",
