@@ -81,7 +81,9 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def create_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
+def create_engine(
+    database_url: str, *, pool_size: int = 10, autocommit: bool = False
+) -> AsyncEngine:
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite":
         # One connection per process: SQLite has one writer at a time anyway, and queueing for
@@ -99,6 +101,7 @@ def create_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
         pool_recycle=1800,
         # SQL parameters never reach an error message or a log line.
         hide_parameters=True,
+        **({"isolation_level": "AUTOCOMMIT"} if autocommit else {}),
     )
 
 
@@ -159,6 +162,17 @@ class Database:
         self.sessionmaker = async_sessionmaker(
             self.engine, expire_on_commit=False, sync_session_class=_Session
         )
+        # Reads on PostgreSQL run without BEGIN/ROLLBACK: under READ COMMITTED every statement
+        # has its own snapshot anyway, and this saves two round trips per request. (SQLite keeps
+        # transactions: it has one connection per process and its own locking.)
+        self.read_engine = (
+            create_engine(database_url, pool_size=pool_size, autocommit=True)
+            if self.engine.dialect.name == "postgresql"
+            else self.engine
+        )
+        self.read_sessionmaker = async_sessionmaker(
+            self.read_engine, expire_on_commit=False, sync_session_class=_Session
+        )
 
     @property
     def dialect(self) -> str:
@@ -174,8 +188,16 @@ class Database:
                 await session.rollback()
                 raise
 
+    @asynccontextmanager
+    async def read_session(self) -> AsyncIterator[AsyncSession]:
+        """A session for requests that only read (see read_sessionmaker)."""
+        async with self.read_sessionmaker() as session:
+            yield session
+
     async def dispose(self) -> None:
         await self.engine.dispose()
+        if self.read_engine is not self.engine:
+            await self.read_engine.dispose()
 
 
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
@@ -185,8 +207,16 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
         yield session
 
 
+async def get_read_session(request: Request) -> AsyncIterator[AsyncSession]:
+    """One session per read-only request (autocommit on PostgreSQL)."""
+    database: Database = request.app.state.database
+    async with database.read_session() as session:
+        yield session
+
+
 # scope="function": the session closes when the endpoint returns, before the response is sent.
 SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
+ReadSessionDep = Annotated[AsyncSession, Depends(get_read_session, scope="function")]
 
 
 async def connect_asyncpg(database_url: str, *, database: str | None = None) -> Any:

@@ -44,7 +44,9 @@ async def require_json_content(request: Request) -> None:
 JsonContent = Annotated[None, Depends(require_json_content)]
 
 
-def optional_transaction_id(
+# Dependencies here are `async def` on purpose: FastAPI runs a plain `def` dependency in a
+# thread pool, which costs more than the work it does.
+async def optional_transaction_id(
     x_transaction_id: Annotated[
         str | None,
         Header(
@@ -56,7 +58,7 @@ def optional_transaction_id(
     return x_transaction_id
 
 
-def required_transaction_id(
+async def required_transaction_id(
     x_transaction_id: Annotated[
         str | None,
         Header(

@@ -52,7 +52,7 @@ class PageRequest:
         return self.page * self.size
 
 
-def page_request(
+async def page_request(
     page: Annotated[
         int, Query(ge=0, le=MAX_PAGE_NUMBER, description="Zero-based page number.")
     ] = 0,

@@ -15,7 +15,7 @@ from tucano.auth.schemas import TOKEN_REQUEST_BODY, OAuthError, TokenResponse
 from tucano.auth.service import authenticate_client, parse_scopes
 from tucano.auth.tokens import Principal, encode_access_token
 from tucano.clock import clock
-from tucano.db import SessionDep
+from tucano.db import ReadSessionDep
 from tucano.wire import json_response
 
 router = APIRouter(prefix="/oauth/v1", tags=["authentication"])
@@ -61,7 +61,7 @@ def _basic_credentials(header: str) -> tuple[str, str] | None:
     },
     openapi_extra={"requestBody": TOKEN_REQUEST_BODY},
 )
-async def issue_token(request: Request, session: SessionDep) -> Response:
+async def issue_token(request: Request, session: ReadSessionDep) -> Response:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "application/x-www-form-urlencoded":
         return _oauth_error("invalid_request", "the body must be application/x-www-form-urlencoded")

@@ -11,6 +11,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache
 
 import jwt
 
@@ -71,6 +72,18 @@ def encode_access_token(principal: Principal, *, key: bytes, now: datetime, ttl:
 
 
 def decode_access_token(token: str, *, key: bytes, now: datetime) -> Principal:
+    """The principal of a valid token; InvalidToken (saying why) otherwise."""
+    principal, expires_at = _verified(token, key)
+    if now.timestamp() >= expires_at:
+        raise InvalidToken("the access token has expired")
+    return principal
+
+
+@lru_cache(maxsize=4096)
+def _verified(token: str, key: bytes) -> tuple[Principal, int]:
+    """Signature and claims of a token, checked once: a client sends the same token for an
+    hour, and verifying it costs more than the rest of a typical request's routing. Only tokens
+    that verify are remembered (InvalidToken is not cached); expiry is checked on every use."""
     try:
         claims = jwt.decode(
             token,
@@ -78,7 +91,7 @@ def decode_access_token(token: str, *, key: bytes, now: datetime) -> Principal:
             algorithms=[ALGORITHM],
             audience=AUDIENCE,
             issuer=ISSUER,
-            # Expiry is checked below against tucano's clock, not the library's.
+            # Expiry is checked by decode_access_token against tucano's clock, on every use.
             options={
                 "require": ["exp", "iat", "sub", "cid"],
                 "verify_exp": False,
@@ -94,12 +107,11 @@ def decode_access_token(token: str, *, key: bytes, now: datetime) -> Principal:
         or not (pid is None or isinstance(pid, int))
     ):
         raise InvalidToken("the access token is malformed or its signature is invalid")
-    if now.timestamp() >= exp:
-        raise InvalidToken("the access token has expired")
     scope = claims.get("scope", "")
-    return Principal(
+    principal = Principal(
         client_id=str(claims["sub"]),
         customer_id=cid,
         partner_id=pid,
         scopes=frozenset(scope.split()) if isinstance(scope, str) else frozenset(),
     )
+    return principal, exp

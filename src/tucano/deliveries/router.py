@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from starlette.responses import Response
 
 from tucano.auth.deps import EventPublisher, WebhookReader, WebhookWriter
-from tucano.db import SessionDep
+from tucano.db import ReadSessionDep, SessionDep
 from tucano.deliveries import service
 from tucano.deliveries.models import Event
 from tucano.deliveries.schemas import (
@@ -47,7 +47,7 @@ internal_router = APIRouter(prefix="/internal/v1", tags=["internal"], route_clas
 )
 async def list_results(
     caller: WebhookReader,
-    session: SessionDep,
+    session: ReadSessionDep,
     page: PageParams,
     event_type: Annotated[EventType | None, Query(alias="eventType")] = None,
     webhook_id: Annotated[int | None, Query(alias="webhookId", ge=1, le=MAX_ID)] = None,

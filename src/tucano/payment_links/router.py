@@ -15,7 +15,7 @@ from starlette.responses import Response, StreamingResponse
 from tucano import wire
 from tucano.auth.deps import PaymentLinkReader, PaymentLinkWriter
 from tucano.clock import clock
-from tucano.db import Database, SessionDep
+from tucano.db import Database, ReadSessionDep, SessionDep
 from tucano.errors import BadRequest
 from tucano.http import JsonContent, RequiredTransactionId, error_responses
 from tucano.pagination import Page, PageParams
@@ -43,7 +43,7 @@ register_url_convertor("link_uuid", _LinkUuidConvertor())
 router = APIRouter(prefix="/payment-link/v1", tags=["payment links"], route_class=DecimalJSONRoute)
 
 
-def link_filters(
+async def link_filters(
     start_date: Annotated[
         RangeStart,
         Query(alias="startDate", description="creationDate from (inclusive), ISO 8601 UTC."),
@@ -153,7 +153,7 @@ async def list_payment_links(
     filters: Filters,
     page: PageParams,
     request: Request,
-    session: SessionDep,
+    session: ReadSessionDep,
     sort: Annotated[list[str] | None, Query(description="field,asc|desc; repeatable.")] = None,
 ) -> Response:
     rows, total = await service.list_links(
@@ -182,7 +182,7 @@ async def report_payment_links(
     _transaction_id: RequiredTransactionId,
     filters: Filters,
     request: Request,
-    session: SessionDep,
+    session: ReadSessionDep,
 ) -> Response:
     if "text/csv" in request.headers.get("accept", "").lower():
         database: Database = request.app.state.database
@@ -216,7 +216,7 @@ async def get_payment_link(
     _transaction_id: RequiredTransactionId,
     link_uuid: Annotated[uuid.UUID, Path(alias="linkPaymentUuid")],
     request: Request,
-    session: SessionDep,
+    session: ReadSessionDep,
 ) -> Response:
     link, payment = await service.get_link(
         session, customer_id=caller.customer_id, link_uuid=link_uuid

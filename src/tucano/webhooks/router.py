@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from tucano.auth.deps import WebhookReader, WebhookWriter
 from tucano.clock import clock
-from tucano.db import SessionDep
+from tucano.db import ReadSessionDep, SessionDep
 from tucano.http import JsonContent, error_responses, optional_transaction_id
 from tucano.pagination import Page, PageParams
 from tucano.webhooks import service
@@ -43,7 +43,7 @@ WebhookId = Annotated[int, Path(alias="id", ge=1, le=MAX_ID, description="The we
 )
 async def list_webhooks(
     caller: WebhookReader,
-    session: SessionDep,
+    session: ReadSessionDep,
     page: PageParams,
     event_type: Annotated[
         EventType | None, Query(alias="eventType", description="Only this event type.")
@@ -84,7 +84,7 @@ async def create_webhook(
     responses=error_responses(400, 401, 403, 404),
 )
 async def get_webhook(
-    caller: WebhookReader, webhook_id: WebhookId, session: SessionDep
+    caller: WebhookReader, webhook_id: WebhookId, session: ReadSessionDep
 ) -> Response:
     webhook = await service.get_webhook(
         session, customer_id=caller.customer_id, webhook_id=webhook_id
@@ -142,7 +142,7 @@ async def delete_webhook(
     responses=error_responses(400, 401, 403, 404),
 )
 async def get_delivery_status(
-    caller: WebhookReader, webhook_id: WebhookId, session: SessionDep
+    caller: WebhookReader, webhook_id: WebhookId, session: ReadSessionDep
 ) -> Response:
     webhook = await service.get_webhook(
         session, customer_id=caller.customer_id, webhook_id=webhook_id
@@ -156,7 +156,9 @@ async def get_delivery_status(
     response_model=WebhookSecret,
     responses=error_responses(400, 401, 403, 404),
 )
-async def get_secret(caller: WebhookReader, webhook_id: WebhookId, session: SessionDep) -> Response:
+async def get_secret(
+    caller: WebhookReader, webhook_id: WebhookId, session: ReadSessionDep
+) -> Response:
     webhook = await service.get_webhook(
         session, customer_id=caller.customer_id, webhook_id=webhook_id
     )
