@@ -23,14 +23,6 @@ POSTGRES_URL = os.environ.get("TUCANO_TEST_DATABASE_URL", "")
 TEST_SECRET_KEY = "test-secret-key-" + "x" * 32
 
 
-async def create_postgres_database(base_url: str) -> str:
-    return await create_scratch_database(base_url)
-
-
-async def drop_postgres_database(database_url: str) -> None:
-    await drop_scratch_database(POSTGRES_URL, database_url)
-
-
 def _database_params() -> list[Any]:
     marks = [] if POSTGRES_URL else [pytest.mark.skip(reason="TUCANO_TEST_DATABASE_URL not set")]
     return ["sqlite", pytest.param("postgresql", marks=[pytest.mark.postgres, *marks])]
@@ -44,7 +36,7 @@ def tmp_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def fresh_database_url(kind: str, tmp_root: Path) -> str:
     if kind == "sqlite":
         return f"sqlite+aiosqlite:///{tmp_root / (secrets.token_hex(4) + '.db')}"
-    return await create_postgres_database(POSTGRES_URL)
+    return await create_scratch_database(POSTGRES_URL)
 
 
 @pytest.fixture(scope="session", params=_database_params())
@@ -54,7 +46,7 @@ async def database_url(request: pytest.FixtureRequest, tmp_root: Path) -> AsyncI
     await asyncio.to_thread(upgrade, url)
     yield url
     if request.param == "postgresql":
-        await drop_postgres_database(url)
+        await drop_scratch_database(POSTGRES_URL, url)
 
 
 @pytest.fixture(scope="session")
@@ -76,7 +68,7 @@ async def private_database(
     yield db
     await db.dispose()
     if request.param == "postgresql":
-        await drop_postgres_database(url)
+        await drop_scratch_database(POSTGRES_URL, url)
 
 
 def make_settings(database_url: str, **overrides: Any) -> Settings:

@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import POSTGRES_URL, create_postgres_database, drop_postgres_database
+from tests.conftest import POSTGRES_URL
+from tests.databases import create_scratch_database, drop_scratch_database
 from tests.processes import clean_env, run_tucano, start_serve
 
 SCHEMATHESIS = str(Path(sys.executable).parent / "schemathesis")
@@ -68,8 +69,8 @@ def test_fuzz_on_sqlite(tmp_path: Path) -> None:
 async def test_fuzz_on_postgresql(tmp_path: Path) -> None:
     import asyncio
 
-    url = await create_postgres_database(POSTGRES_URL)
+    url = await create_scratch_database(POSTGRES_URL)
     try:
         await asyncio.to_thread(fuzz, tmp_path, clean_env(TUCANO_DATABASE_URL=url))
     finally:
-        await drop_postgres_database(url)
+        await drop_scratch_database(POSTGRES_URL, url)

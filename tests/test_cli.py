@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 from importlib import resources
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import POSTGRES_URL, create_postgres_database, drop_postgres_database
+from tests.conftest import POSTGRES_URL
+from tests.databases import create_scratch_database, drop_scratch_database
 from tests.processes import clean_env, run_tucano, start_serve
 
 
@@ -141,7 +141,7 @@ def test_migrations_ship_inside_the_package() -> None:
 @pytest.mark.postgres
 @pytest.mark.skipif(not POSTGRES_URL, reason="TUCANO_TEST_DATABASE_URL not set")
 async def test_several_servers_start_at_once_on_one_postgresql(tmp_path: Path) -> None:
-    url = await create_postgres_database(POSTGRES_URL)
+    url = await create_scratch_database(POSTGRES_URL)
     env = clean_env(TUCANO_DATABASE_URL=url)
     servers = []
     try:
@@ -162,7 +162,7 @@ async def test_several_servers_start_at_once_on_one_postgresql(tmp_path: Path) -
     finally:
         for server in servers:
             server.stop()
-        await drop_postgres_database(url)
+        await drop_scratch_database(POSTGRES_URL, url)
 
 
 def test_the_command_runs_from_any_directory(tmp_path: Path) -> None:
@@ -170,6 +170,6 @@ def test_the_command_runs_from_any_directory(tmp_path: Path) -> None:
     elsewhere.mkdir(parents=True)
     result = run_tucano("--help", cwd=elsewhere)
     assert result.returncode == 0
-    for command in ("serve", "migrate", "clients"):
+    for command in ("serve", "worker", "migrate", "clients"):
         assert command in result.stdout
-    assert not (Path(os.getcwd()) / "tucano.db").exists() or True
+    assert not (elsewhere / "tucano.db").exists()  # --help touches no database

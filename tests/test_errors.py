@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-import httpx
 import pytest
 
 from tests.helpers import Merchant, RunningService, assert_error_body
@@ -148,10 +147,10 @@ async def test_health_reports_ok(service: RunningService) -> None:
     assert (await service.http.get("/health/live")).json() == {"status": "ok"}
 
 
-async def test_errors_are_json_even_for_head_and_options(service: RunningService) -> None:
+async def test_an_unserved_method_is_405_before_authentication(service: RunningService) -> None:
     response = await service.http.request("OPTIONS", "/webhook/v1/list")
-    assert response.status_code in (401, 405)
-    assert isinstance(response, httpx.Response)
+    assert_error_body(response, 405, ErrorCode.METHOD_NOT_ALLOWED)
+    assert response.headers["allow"] == "GET"
 
 
 async def test_trailing_slash_is_not_redirected(merchant: Merchant) -> None:

@@ -14,7 +14,8 @@ from sqlalchemy import inspect
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-from tests.conftest import _database_params, drop_postgres_database, fresh_database_url
+from tests.conftest import POSTGRES_URL, _database_params, fresh_database_url
+from tests.databases import drop_scratch_database
 from tucano.migrations import downgrade, upgrade
 from tucano.models import metadata
 
@@ -24,7 +25,7 @@ async def empty_database(request: pytest.FixtureRequest, tmp_root: Path) -> Asyn
     url = await fresh_database_url(request.param, tmp_root)
     yield url
     if request.param == "postgresql":
-        await drop_postgres_database(url)
+        await drop_scratch_database(POSTGRES_URL, url)
 
 
 async def tables_and_drift(url: str) -> tuple[set[str], list[object]]:

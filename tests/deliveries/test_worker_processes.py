@@ -17,9 +17,8 @@ import pytest
 from tests.conftest import (
     POSTGRES_URL,
     _database_params,
-    create_postgres_database,
-    drop_postgres_database,
 )
+from tests.databases import create_scratch_database, drop_scratch_database
 from tests.deliveries.support import eventually, pix_outbound
 from tests.processes import ServeProcess, clean_env, run_tucano, start_serve, start_worker
 from tests.receivers import Receiver, hanging
@@ -89,7 +88,7 @@ async def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
     url = (
         f"sqlite+aiosqlite:///{tmp_path / 'tucano.db'}"
         if request.param == "sqlite"
-        else await create_postgres_database(POSTGRES_URL)
+        else await create_scratch_database(POSTGRES_URL)
     )
     env = clean_env(
         TUCANO_DATABASE_URL=url,
@@ -106,7 +105,7 @@ async def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         yield Deployment(tmp_path, env, api, http, publisher, merchant)
     api.stop()
     if request.param == "postgresql":
-        await drop_postgres_database(url)
+        await drop_scratch_database(POSTGRES_URL, url)
 
 
 async def register(deployment: Deployment, receiver: Receiver, path: str) -> None:
