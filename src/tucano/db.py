@@ -96,7 +96,11 @@ def create_engine(
     return create_async_engine(
         url,
         pool_size=pool_size,
-        max_overflow=pool_size,
+        # No overflow: a connection opened beyond the pool is closed again on return, and
+        # under load that churn (connect, TLS probe, statement cache warm-up) cost more than
+        # waiting a moment for a pooled connection.
+        max_overflow=0,
+        pool_timeout=30,
         pool_pre_ping=False,
         pool_recycle=1800,
         # SQL parameters never reach an error message or a log line.
