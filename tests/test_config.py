@@ -74,6 +74,8 @@ def test_production_needs_the_secret_key(monkeypatch: pytest.MonkeyPatch) -> Non
         ("TUCANO_DATABASE_URL", "mysql://x"),
         ("TUCANO_SECRET_KEY", "short"),
         ("TUCANO_PUBLIC_URL", "pay.example.com"),
+        # A lease shorter than two attempts' timeout could run out while an attempt is open.
+        ("TUCANO_DELIVERY_LEASE_SECONDS", "20"),
     ],
 )
 def test_bad_values_name_their_variable(

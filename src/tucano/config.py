@@ -127,6 +127,15 @@ class Settings(BaseSettings):
             raise ValueError("TUCANO_SECRET_KEY must be at least 32 characters long")
         return self
 
+    @model_validator(mode="after")
+    def _lease_outlasts_an_attempt(self) -> Settings:
+        if self.delivery_lease_seconds < 2 * self.delivery_timeout_seconds:
+            raise ValueError(
+                "TUCANO_DELIVERY_LEASE_SECONDS must be at least twice "
+                "TUCANO_DELIVERY_TIMEOUT_SECONDS, so that an attempt ends well within its lease"
+            )
+        return self
+
     @property
     def is_sandbox(self) -> bool:
         return self.environment is Environment.SANDBOX

@@ -198,6 +198,16 @@ class Database:
         async with self.read_sessionmaker() as session:
             yield session
 
+    @asynccontextmanager
+    async def driver_connection(self) -> AsyncIterator[Any]:
+        """PostgreSQL only: a pooled asyncpg connection in autocommit, for the delivery queue's
+        hot statements. Each of those is written as one statement, atomic by itself, so it
+        needs no BEGIN/COMMIT around it, and asyncpg reads its rows without SQLAlchemy's
+        per-row machinery."""
+        async with self.read_engine.connect() as connection:
+            raw = await connection.get_raw_connection()
+            yield raw.driver_connection
+
     async def dispose(self) -> None:
         await self.engine.dispose()
         if self.read_engine is not self.engine:

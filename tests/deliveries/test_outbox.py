@@ -52,32 +52,28 @@ async def publish(database: Database, customer_id: int, *, commit: bool = True) 
 
 
 async def claim(database: Database, customer_id: int) -> list[service.ClaimedDelivery]:
-    async with database.session() as session:
-        claims = await service.claim_due_deliveries(session, limit=1000, lease=LEASE)
-        await session.commit()
+    claims = await service.claim_due_deliveries(database, limit=1000, lease=LEASE)
     return [c for c in claims if c.customer_id == customer_id]
 
 
 async def record_success(database: Database, claims: list[service.ClaimedDelivery]) -> None:
-    async with database.session() as session:
-        await service.record_outcomes(
-            session,
-            [
-                service.Outcome(
-                    claimed=c,
-                    status=ResultStatus.SUCCESS,
-                    target_url="https://hooks.example.com/x",
-                    http_status=200,
-                    response_body="",
-                    error_message=None,
-                    duration_ms=1,
-                    attempted_at=clock.now(),
-                    next_attempt_at=None,
-                )
-                for c in claims
-            ],
-        )
-        await session.commit()
+    await service.record_outcomes(
+        database,
+        [
+            service.Outcome(
+                claimed=c,
+                status=ResultStatus.SUCCESS,
+                target_url="https://hooks.example.com/x",
+                http_status=200,
+                response_body="",
+                error_message=None,
+                duration_ms=1,
+                attempted_at=clock.now(),
+                next_attempt_at=None,
+            )
+            for c in claims
+        ],
+    )
 
 
 async def count(

@@ -14,15 +14,16 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
+import structlog
 from pydantic import BaseModel
 from sqlalchemy import Select, Table, bindparam, delete, func, select, text, union_all, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano import wire
 from tucano.clock import clock
-from tucano.db import call_after_commit, insert_many
+from tucano.db import Database, call_after_commit, insert_many
 from tucano.deliveries.models import (
     FIRST_ATTEMPT_QUEUE,
     RETRY_QUEUE,
@@ -38,6 +39,8 @@ from tucano.pagination import PageRequest
 from tucano.webhooks import service as webhooks
 from tucano.webhooks.events import EventType
 from tucano.webhooks.models import Webhook
+
+log = structlog.get_logger("tucano.deliveries")
 
 _EVENTS = cast(Table, Event.__table__)
 _DELIVERIES = cast(Table, Delivery.__table__)
@@ -175,9 +178,15 @@ async def redeliver(
 
 
 # --- the worker's side ----------------------------------------------------------------------
+#
+# Claiming, recording and releasing are the queue's own operations, not part of any business
+# change, so each runs on its own rather than in a caller's session: on PostgreSQL as one
+# statement through asyncpg in autocommit (atomic by itself: one round trip, and no
+# SQLAlchemy per-row work, which cost more than PostgreSQL did on this path), on SQLite in one
+# short transaction under the database's write lock.
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClaimedDelivery:
     delivery_id: int
     claim_token: str
@@ -188,13 +197,59 @@ class ClaimedDelivery:
     attempt: int  # the number of the attempt about to be made, 1-based
     payload: bytes
     target: webhooks.DeliveryTarget | None  # None when the webhook is gone
+    lease_until: datetime  # after this, another worker may claim it
 
 
-def _due(
+# The queues are spelled exactly as their partial indexes' conditions: a planner uses a partial
+# index only when it can prove the query implies its condition. Other workers' claims are
+# skipped, not waited for. The webhook columns are read here, rather than through the webhooks
+# service, because this is the hot path of every delivery.
+_CLAIM_ON_POSTGRES = f"""
+WITH retry AS (
+    SELECT id FROM deliveries
+     WHERE {RETRY_QUEUE} AND next_attempt_at <= $1 AND webhook_id <> ALL($5::bigint[])
+     ORDER BY next_attempt_at LIMIT $2
+       FOR UPDATE SKIP LOCKED
+), fresh AS (
+    SELECT id FROM deliveries
+     WHERE {FIRST_ATTEMPT_QUEUE} AND next_attempt_at <= $1 AND webhook_id <> ALL($5::bigint[])
+     ORDER BY next_attempt_at LIMIT $3
+       FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE deliveries AS d
+       SET next_attempt_at = $4, claim_token = $6, updated_at = $1
+     WHERE d.id IN (SELECT id FROM retry UNION ALL SELECT id FROM fresh)
+    RETURNING d.id, d.event_id, d.webhook_id, d.customer_id, d.attempts
+)
+SELECT c.id, c.event_id, c.webhook_id, c.customer_id, c.attempts, e.event_type, e.payload,
+       w.target_url, w.is_active, w.secret, w.previous_secret, w.previous_secret_expires_at
+  FROM claimed AS c
+  JOIN events AS e ON e.id = c.event_id
+  LEFT JOIN webhooks AS w ON w.id = c.webhook_id
+"""  # noqa: S608 - our own constants
+
+_WEBHOOKS = cast(Table, Webhook.__table__)
+_CLAIMED_COLUMNS = (
+    _DELIVERIES.c.id,
+    _DELIVERIES.c.event_id,
+    _DELIVERIES.c.webhook_id,
+    _DELIVERIES.c.customer_id,
+    _DELIVERIES.c.attempts,
+)
+_DELIVERY_CONTEXT = (
+    _EVENTS.c.event_type,
+    _EVENTS.c.payload,
+    _WEBHOOKS.c.target_url,
+    _WEBHOOKS.c.is_active,
+    _WEBHOOKS.c.secret,
+    _WEBHOOKS.c.previous_secret,
+    _WEBHOOKS.c.previous_secret_expires_at,
+)
+
+
+def _due_on_sqlite(
     queue: str, *, limit: int, now: datetime, exclude_webhooks: Sequence[int]
 ) -> Select[tuple[int]]:
-    # The queue is spelled exactly as its partial index's condition, as a literal: a planner
-    # uses a partial index only when it can prove the query implies its condition.
     d = _DELIVERIES.c
     due: Select[tuple[int]] = (
         select(d.id)
@@ -207,73 +262,38 @@ def _due(
     return due
 
 
-# Core tables and columns, not ORM attributes: on this path the ORM's per-statement and
-# per-row machinery costs more than the database does.
-_WEBHOOKS = cast(Table, Webhook.__table__)
-_CLAIMED_COLUMNS = (
-    _DELIVERIES.c.id,
-    _DELIVERIES.c.event_id,
-    _DELIVERIES.c.webhook_id,
-    _DELIVERIES.c.customer_id,
-    _DELIVERIES.c.attempts,
-)
-# What a worker needs to send a claimed delivery. Read in the same statement as the claim on
-# PostgreSQL (one round trip); the webhook columns are read here, rather than through the
-# webhooks service, because this is the hot path of every delivery.
-_DELIVERY_CONTEXT = (
-    _EVENTS.c.event_type,
-    _EVENTS.c.payload,
-    _WEBHOOKS.c.target_url,
-    _WEBHOOKS.c.is_active,
-    _WEBHOOKS.c.secret,
-    _WEBHOOKS.c.previous_secret,
-    _WEBHOOKS.c.previous_secret_expires_at,
-)
-
-
-async def claim_due_deliveries(
-    session: AsyncSession,
+async def _claim_on_sqlite(
+    database: Database,
     *,
-    limit: int,
-    lease: timedelta,
-    exclude_webhooks: Sequence[int] = (),
-) -> list[ClaimedDelivery]:
-    """Take up to `limit` due deliveries for this worker until `lease` runs out.
-
-    A quarter of each batch is kept for retries and the rest for first attempts, so a backlog of
-    retries to a failing receiver cannot hold back new events, nor new events starve retries.
-    PostgreSQL skips rows other workers hold (FOR UPDATE SKIP LOCKED); on SQLite the claim runs
-    under the database's write lock.
-    """
-    now = clock.now()
-    token = secrets.token_hex(16)
-    retries = max(1, limit // 4)
-    postgres = session.get_bind().dialect.name == "postgresql"
-    branches = []
-    for queue, size in ((RETRY_QUEUE, retries), (FIRST_ATTEMPT_QUEUE, limit - retries)):
-        due = _due(queue, limit=size, now=now, exclude_webhooks=exclude_webhooks)
-        if postgres:
-            due = due.with_for_update(skip_locked=True)
-        branches.append(select(due.subquery().c.id))
+    retries: int,
+    fresh: int,
+    now: datetime,
+    until: datetime,
+    token: str,
+    exclude_webhooks: Sequence[int],
+) -> Sequence[Any]:
     d = _DELIVERIES.c
-    claim = (
-        update(_DELIVERIES)
-        .where(d.id.in_(union_all(*branches)))
-        .values(next_attempt_at=now + lease, claim_token=token, updated_at=now)
-        .returning(*_CLAIMED_COLUMNS)
-    )
-    if postgres:
-        claimed = claim.cte("claimed")
-        rows = list(
-            await session.execute(
-                select(*claimed.c, *_DELIVERY_CONTEXT)
-                .select_from(claimed)
-                .join(_EVENTS, _EVENTS.c.id == claimed.c.event_id)
-                .outerjoin(_WEBHOOKS, _WEBHOOKS.c.id == claimed.c.webhook_id)
+    due = union_all(
+        *(
+            select(
+                _due_on_sqlite(queue, limit=size, now=now, exclude_webhooks=exclude_webhooks)
+                .subquery()
+                .c.id
             )
+            for queue, size in ((RETRY_QUEUE, retries), (FIRST_ATTEMPT_QUEUE, fresh))
         )
-    else:  # SQLite's RETURNING cannot reach other tables, and it has no UPDATE in a CTE
-        ids = [row[0] for row in await session.execute(claim)]
+    )
+    async with database.session() as session:
+        # SQLite's RETURNING cannot reach other tables, and it has no UPDATE in a CTE.
+        ids = [
+            row[0]
+            for row in await session.execute(
+                update(_DELIVERIES)
+                .where(d.id.in_(due))
+                .values(next_attempt_at=until, claim_token=token, updated_at=now)
+                .returning(d.id)
+            )
+        ]
         rows = (
             list(
                 await session.execute(
@@ -287,7 +307,48 @@ async def claim_due_deliveries(
             if ids
             else []
         )
-    claimed_deliveries = []
+        await session.commit()
+    return rows
+
+
+async def claim_due_deliveries(
+    database: Database,
+    *,
+    limit: int,
+    lease: timedelta,
+    exclude_webhooks: Sequence[int] = (),
+) -> list[ClaimedDelivery]:
+    """Take up to `limit` due deliveries for this worker until `lease` runs out.
+
+    A quarter of each batch is kept for retries and the rest for first attempts, so a backlog of
+    retries to a failing receiver cannot hold back new events, nor new events starve retries.
+    Deliveries of `exclude_webhooks` are left for others.
+    """
+    now = clock.now()
+    token = secrets.token_hex(16)
+    retries = max(1, limit // 4)
+    if database.dialect == "postgresql":
+        async with database.driver_connection() as connection:
+            rows: Sequence[Any] = await connection.fetch(
+                _CLAIM_ON_POSTGRES,
+                now,
+                retries,
+                limit - retries,
+                now + lease,
+                list(exclude_webhooks),
+                token,
+            )
+    else:
+        rows = await _claim_on_sqlite(
+            database,
+            retries=retries,
+            fresh=limit - retries,
+            now=now,
+            until=now + lease,
+            token=token,
+            exclude_webhooks=exclude_webhooks,
+        )
+    claimed = []
     for (
         delivery_id,
         event_id,
@@ -308,23 +369,24 @@ async def claim_due_deliveries(
             if previous and previous_until is not None and previous_until > now:
                 signing = (secret, previous)
             target = webhooks.DeliveryTarget(webhook_id, url, active, signing)
-        claimed_deliveries.append(
+        claimed.append(
             ClaimedDelivery(
-                delivery_id=delivery_id,
-                claim_token=token,
-                event_id=event_id,
-                event_type=event_type,
-                customer_id=customer_id,
-                webhook_id=webhook_id,
-                attempt=attempts + 1,
-                payload=payload.encode(),
-                target=target,
+                delivery_id,
+                token,
+                event_id,
+                event_type,
+                customer_id,
+                webhook_id,
+                attempts + 1,
+                payload.encode(),
+                target,
+                now + lease,
             )
         )
-    return claimed_deliveries
+    return claimed
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """What happened to one claimed delivery, ready to be recorded."""
 
@@ -346,104 +408,143 @@ _DELIVERY_STATUS_AFTER = {
     ResultStatus.FAILED: DeliveryStatus.CANCELLED,
 }
 
+# One row per attempt, in columns: (name, PostgreSQL array type).
+_OUTCOME_COLUMNS = (
+    ("delivery_id", "bigint"),
+    ("claim_token", "text"),
+    ("customer_id", "bigint"),
+    ("webhook_id", "bigint"),
+    ("event_id", "text"),
+    ("event_type", "text"),
+    ("target_url", "text"),
+    ("attempt", "int"),
+    ("status", "text"),
+    ("http_status", "int"),
+    ("response_body", "text"),
+    ("error_message", "text"),
+    ("duration_ms", "int"),
+    ("attempted_at", "timestamptz"),
+    ("next_attempt_at", "timestamptz"),
+    ("delivery_status", "text"),
+)
+_RESULT_COLUMNS = ", ".join(
+    name for name, _ in _OUTCOME_COLUMNS if name not in ("claim_token", "delivery_status")
+)
+# The results, and the deliveries' new state (only where this worker still holds the claim: a
+# late outcome after the lease ran out is history, but no longer moves the delivery).
+_OUTCOME_ARRAYS = ", ".join(
+    f"${i}::{kind}[]" for i, (_, kind) in enumerate(_OUTCOME_COLUMNS, start=1)
+)
+_RECORD_ON_POSTGRES = f"""
+WITH outcome AS (
+    SELECT * FROM unnest({_OUTCOME_ARRAYS})
+        AS o({", ".join(name for name, _ in _OUTCOME_COLUMNS)})
+), recorded AS (
+    INSERT INTO delivery_results ({_RESULT_COLUMNS}) SELECT {_RESULT_COLUMNS} FROM outcome
+)
+UPDATE deliveries AS d
+   SET status = o.delivery_status, attempts = d.attempts + 1, next_attempt_at = o.next_attempt_at,
+       claim_token = NULL, updated_at = ${len(_OUTCOME_COLUMNS) + 1}
+  FROM outcome AS o
+ WHERE d.id = o.delivery_id AND d.claim_token = o.claim_token
+"""  # noqa: S608 - our own column names
 
-async def record_outcomes(session: AsyncSession, outcomes: Sequence[Outcome]) -> None:
-    """Write a batch of attempts: their result rows, their deliveries' new state (only where this
-    worker still holds the claim), and the webhooks' delivery health. A handful of statements
-    per batch: set-based updates by claim and status, per-row ones only for retries."""
-    if not outcomes:
-        return
-    now = clock.now()
-    await insert_many(
-        session,
-        _RESULTS,
-        [
-            {
-                "delivery_id": o.claimed.delivery_id,
-                "customer_id": o.claimed.customer_id,
-                "webhook_id": o.claimed.webhook_id,
-                "event_id": o.claimed.event_id,
-                "event_type": o.claimed.event_type,
-                "target_url": o.target_url,
-                "attempt": o.claimed.attempt,
-                "status": o.status,
-                "http_status": o.http_status,
-                "response_body": o.response_body,
-                "error_message": o.error_message,
-                "duration_ms": o.duration_ms,
-                "attempted_at": o.attempted_at,
-                "next_attempt_at": o.next_attempt_at,
-            }
-            for o in outcomes
-        ],
+
+def _outcome_row(o: Outcome) -> tuple[Any, ...]:
+    c = o.claimed
+    return (
+        c.delivery_id,
+        c.claim_token,
+        c.customer_id,
+        c.webhook_id,
+        c.event_id,
+        c.event_type,
+        o.target_url,
+        c.attempt,
+        o.status,
+        o.http_status,
+        o.response_body,
+        o.error_message,
+        o.duration_ms,
+        o.attempted_at,
+        o.next_attempt_at,
+        _DELIVERY_STATUS_AFTER[o.status],
     )
+
+
+async def _record_on_sqlite(database: Database, rows: list[tuple[Any, ...]], now: datetime) -> None:
+    names = [name for name, _ in _OUTCOME_COLUMNS]
+    result_names = _RESULT_COLUMNS.split(", ")
     table = _DELIVERIES
-    finished: dict[tuple[str, str], list[int]] = {}
-    retries = []
-    for o in outcomes:
-        if o.status == ResultStatus.PENDING_RETRY:
-            retries.append(o)
-        else:
-            key = (o.claimed.claim_token, _DELIVERY_STATUS_AFTER[o.status])
-            finished.setdefault(key, []).append(o.claimed.delivery_id)
-    for (token, status), ids in finished.items():
-        await session.execute(
-            update(table)
-            .where(table.c.claim_token == token, table.c.id.in_(ids))
-            .values(
-                status=status,
-                attempts=table.c.attempts + 1,
-                next_attempt_at=None,
-                claim_token=None,
-                updated_at=now,
-            )
+    async with database.session() as session:
+        await insert_many(
+            session,
+            _RESULTS,
+            [{name: row[names.index(name)] for name in result_names} for row in rows],
         )
-    if retries:
         await session.execute(
             update(table)
             .where(table.c.id == bindparam("b_id"), table.c.claim_token == bindparam("b_token"))
             .values(
+                status=bindparam("b_status"),
                 attempts=table.c.attempts + 1,
                 next_attempt_at=bindparam("b_next"),
                 claim_token=None,
                 updated_at=now,
             ),
             [
-                {
-                    "b_id": o.claimed.delivery_id,
-                    "b_token": o.claimed.claim_token,
-                    "b_next": o.next_attempt_at,
-                }
-                for o in retries
+                {"b_id": row[0], "b_token": row[1], "b_status": row[15], "b_next": row[14]}
+                for row in rows
             ],
         )
+        await session.commit()
+
+
+async def record_outcomes(database: Database, outcomes: Sequence[Outcome]) -> None:
+    """Write a batch of attempts: their result rows, their deliveries' new state, and the
+    webhooks' delivery health."""
+    if not outcomes:
+        return
+    now = clock.now()
+    rows = [_outcome_row(o) for o in outcomes]
+    if database.dialect == "postgresql":
+        async with database.driver_connection() as connection:
+            await connection.execute(_RECORD_ON_POSTGRES, *map(list, zip(*rows, strict=True)), now)
+    else:
+        await _record_on_sqlite(database, rows, now)
     succeeded = {o.claimed.webhook_id for o in outcomes if o.status == ResultStatus.SUCCESS}
     failed = {
         o.claimed.webhook_id
         for o in outcomes
         if o.status in (ResultStatus.PENDING_RETRY, ResultStatus.EXHAUSTED)
     }
-    await webhooks.record_delivery_health(
-        session,
-        succeeded=succeeded,
-        failed=failed - succeeded,
-        at=min(o.attempted_at for o in outcomes),
-    )
+    try:
+        await webhooks.record_delivery_health(
+            database,
+            succeeded=succeeded,
+            failed=failed - succeeded,
+            at=min(o.attempted_at for o in outcomes),
+        )
+    except Exception:
+        # The attempts are recorded; raising now would have the caller record them twice.
+        log.exception("delivery_health_update_failed", webhooks=len(succeeded | failed))
 
 
 async def release_claims(
-    session: AsyncSession, claims: Sequence[ClaimedDelivery], *, due_at: datetime
+    database: Database, claims: Sequence[ClaimedDelivery], *, due_at: datetime
 ) -> None:
     """Give claimed deliveries back, unattempted, due again at `due_at`."""
     if not claims:
         return
     table = _DELIVERIES
-    await session.execute(
-        update(table)
-        .where(table.c.id == bindparam("b_id"), table.c.claim_token == bindparam("b_token"))
-        .values(next_attempt_at=due_at, claim_token=None),
-        [{"b_id": c.delivery_id, "b_token": c.claim_token} for c in claims],
-    )
+    async with database.session() as session:
+        await session.execute(
+            update(table)
+            .where(table.c.id == bindparam("b_id"), table.c.claim_token == bindparam("b_token"))
+            .values(next_attempt_at=due_at, claim_token=None),
+            [{"b_id": c.delivery_id, "b_token": c.claim_token} for c in claims],
+        )
+        await session.commit()
 
 
 # --- history --------------------------------------------------------------------------------

@@ -1,12 +1,21 @@
 """The delivery worker: claim due deliveries, POST them with bounded concurrency, record outcomes.
 
-    claim loop ──claims──▶ one task per delivery ──outcome──▶ queue ──batch──▶ recorder
-        ▲                        │ per-target cap                            (one transaction
-        └── wake-up / slot freed / poll                                       per batch)
+    claim loop ──claims──▶ dispatcher ──▶ N senders ──outcomes──▶ recorder
+        ▲                 (per target:                          (one statement
+        └── wake-up /      queue + cap)                           per batch)
+            room freed / poll
 
-No transaction is open while a POST is in flight. A claimed delivery carries a lease (its
-`next_attempt_at` pushed ahead); a worker that dies simply lets its leases run out and another
-worker claims them again, so an event may arrive twice but is never lost.
+A fixed pool of sender coroutines (TUCANO_DELIVERY_CONCURRENCY) takes deliveries from the
+dispatcher, which hands out the receiving hosts in turn and never more than
+TUCANO_DELIVERY_CONCURRENCY_PER_TARGET at once to one host, so a host that hangs holds only its
+own share of the senders. No transaction is open while a POST is in flight.
+
+A claimed delivery carries a lease (its `next_attempt_at` pushed ahead); a worker that dies
+simply lets its leases run out and another worker claims them again, so an event may arrive
+twice but is never lost. A worker holds at most PREFETCH times its concurrency; a target it
+already holds plenty for is left out of its next claims (its backlog stays in the database for
+whichever worker has room), and a held delivery whose lease would run out before its attempt
+could finish is given back unsent rather than risk a second worker sending it too.
 """
 
 from __future__ import annotations
@@ -37,22 +46,109 @@ log = structlog.get_logger("tucano.deliveries")
 
 RECORD_BATCH_MAX = 500
 RECORD_LINGER_SECONDS = 0.02
-SATURATED_RETRY_DELAY = timedelta(seconds=1)
-PREFETCH = 4
-
-
-@dataclass
-class _Target:
-    """One receiving host: deliveries being sent to it, and claimed ones waiting for a slot."""
-
-    running: int = 0
-    waiting: deque[ClaimedDelivery] = field(default_factory=deque)
-    webhook_ids: set[int] = field(default_factory=set)
+# Claimed deliveries held here (waiting plus being sent) may reach PREFETCH times the
+# concurrency, so that claims come in large batches (a claim costs about the same for 10 rows as
+# for 200) and a sender that frees up never waits for one.
+PREFETCH = 8
 
 
 def _target_key(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+@dataclass(eq=False)
+class _Target:
+    """One receiving host: claimed deliveries waiting for it, and how many are being sent."""
+
+    key: str
+    running: int = 0
+    waiting: deque[ClaimedDelivery] = field(default_factory=deque)
+    webhook_ids: set[int] = field(default_factory=set)
+    queued: bool = False  # in the dispatcher's turn order
+
+
+class _Dispatcher:
+    """Claimed deliveries grouped by target, handed to senders target by target in turn."""
+
+    def __init__(self, per_target: int) -> None:
+        self.per_target = per_target
+        self.targets: dict[str, _Target] = {}
+        self.waiting = 0  # claimed, not yet handed out
+        self.running = 0  # handed out, not yet done
+        self._turns: deque[_Target] = deque()  # targets with waiting work and a free slot
+        self._idle: deque[asyncio.Future[None]] = deque()
+        self._closed = False
+
+    def held(self, target: _Target) -> int:
+        return target.running + len(target.waiting)
+
+    def add(self, delivery: ClaimedDelivery, url: str) -> _Target:
+        key = _target_key(url)
+        target = self.targets.get(key)
+        if target is None:
+            target = self.targets[key] = _Target(key)
+        target.webhook_ids.add(delivery.webhook_id)
+        target.waiting.append(delivery)
+        self.waiting += 1
+        self._offer(target)
+        return target
+
+    def _offer(self, target: _Target) -> None:
+        if not target.queued and target.waiting and target.running < self.per_target:
+            target.queued = True
+            self._turns.append(target)
+            while self._idle:
+                idle = self._idle.popleft()
+                if not idle.done():
+                    idle.set_result(None)
+                    break
+
+    async def next(self) -> tuple[ClaimedDelivery, _Target] | None:
+        """The next delivery to send, waiting for one if need be; None once closed."""
+        while not self._turns:
+            if self._closed:
+                return None
+            idle = asyncio.get_running_loop().create_future()
+            self._idle.append(idle)
+            await idle
+        target = self._turns.popleft()
+        target.queued = False
+        delivery = target.waiting.popleft()
+        self.waiting -= 1
+        target.running += 1
+        self.running += 1
+        self._offer(target)  # its next delivery, if any, goes to the back of the line
+        return delivery, target
+
+    def done(self, target: _Target) -> None:
+        target.running -= 1
+        self.running -= 1
+        if target.running == 0 and not target.waiting:
+            del self.targets[target.key]
+        else:
+            self._offer(target)
+
+    def take_waiting(self) -> list[ClaimedDelivery]:
+        """Everything not handed out yet (to give back on shutdown)."""
+        taken = [d for t in self.targets.values() for d in t.waiting]
+        for key, target in list(self.targets.items()):
+            target.waiting.clear()
+            if target.running == 0:
+                del self.targets[key]
+        self._turns.clear()
+        for target in self.targets.values():
+            target.queued = False
+        self.waiting = 0
+        return taken
+
+    def close(self) -> None:
+        """Senders finish what they hold, then `next()` answers None."""
+        self._closed = True
+        while self._idle:
+            idle = self._idle.popleft()
+            if not idle.done():
+                idle.set_result(None)
 
 
 class DeliveryWorker:
@@ -66,38 +162,47 @@ class DeliveryWorker:
             max_connections=settings.delivery_concurrency,
         )
         self.lease = timedelta(seconds=settings.delivery_lease_seconds)
+        self._concurrency = settings.delivery_concurrency
         self._claim_batch = settings.delivery_concurrency
         self._rng = random.Random()
-        self._in_flight: set[asyncio.Task[None]] = set()
-        self._targets: dict[str, _Target] = {}
-        # Outcomes waiting to be recorded; None tells the recorder to finish and return.
-        self._outcomes: asyncio.Queue[Outcome | None] = asyncio.Queue()
+        self._dispatcher = _Dispatcher(settings.delivery_concurrency_per_target)
+        self._outcomes: list[Outcome] = []
+        self._stale: list[ClaimedDelivery] = []
+        self._outcome_ready = asyncio.Event()
         self._attention = asyncio.Event()
 
     # --- main loop -----------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Deliver until `stop` is set, then finish what is in flight (releasing what cannot
-        start) and record every outcome before returning."""
-        # One event wakes the loop: new deliveries committed (wakeup), enough slots freed, stop.
+        """Deliver until `stop` is set, then finish what is in flight (releasing what has not
+        started) and record every outcome before returning."""
+        # One event wakes the claim loop: new deliveries committed (wakeup), room freed, stop.
         self._attention = wakeup.waiter()
         stopping = asyncio.create_task(self._attend_when_set(stop), name="delivery-stop")
-        recorder = asyncio.create_task(self._record_outcomes_forever(), name="delivery-recorder")
+        recording = asyncio.Event()
+        recorder = asyncio.create_task(
+            self._record_outcomes_until(recording), name="delivery-recorder"
+        )
+        senders = [
+            asyncio.create_task(self._send_forever(), name=f"delivery-sender-{i}")
+            for i in range(self._concurrency)
+        ]
         listener = None
         if self.database.dialect == "postgresql":
             listener = asyncio.create_task(
                 listen_for_notifications(self.database.url, stop), name="delivery-listener"
             )
-        log.info("delivery_worker_started", concurrency=self.settings.delivery_concurrency)
+        log.info("delivery_worker_started", concurrency=self._concurrency)
         try:
             while not stop.is_set():
                 self._attention.clear()
-                free = self._free_slots()
-                # Claim in batches: with work in flight, wait until a good share of the slots
-                # is free rather than run one claim transaction per finished delivery.
-                if free >= self._claim_batch or (free > 0 and not self._in_flight):
-                    claimed = await self._claim_and_start()
-                    if claimed and self._free_slots() >= self._claim_batch:
+                await self._give_back_stale()
+                room = self._room()
+                # Claim in batches: with work in hand, wait until a good share of the room is
+                # free rather than run one claim transaction per finished delivery.
+                if room >= self._claim_batch or (room > 0 and not self._holding()):
+                    claimed = await self._claim(room)
+                    if claimed and self._room() >= self._claim_batch:
                         continue  # there may be more due right now
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(
@@ -106,8 +211,9 @@ class DeliveryWorker:
         finally:
             wakeup.forget(self._attention)
             stopping.cancel()
-            await self._drain()
-            await self._outcomes.put(None)
+            await self._drain(senders)
+            recording.set()
+            self._outcome_ready.set()
             await recorder
             if listener is not None:
                 listener.cancel()
@@ -120,96 +226,62 @@ class DeliveryWorker:
         await event.wait()
         self._attention.set()
 
-    def _free_slots(self) -> int:
-        """Room for claiming: deliveries running plus those claimed and waiting here may reach
-        PREFETCH times the concurrency, so that claims come in large batches (a claim costs
-        about the same for 10 rows as for 200) and a freed slot never waits for one."""
-        return (
-            PREFETCH * self.settings.delivery_concurrency
-            - len(self._in_flight)
-            - self._waiting_count()
-        )
+    def _holding(self) -> int:
+        return self._dispatcher.waiting + self._dispatcher.running
 
-    async def _claim_and_start(self) -> int:
-        cap = self.settings.delivery_concurrency_per_target
-        free = self._free_slots()
-        if free <= 0:
-            return 0
-        # Targets with a full queue here are left out of the claim: their deliveries stay in the
-        # database for whichever worker has room, and other targets' deliveries go first.
+    def _room(self) -> int:
+        return PREFETCH * self._concurrency - self._holding()
+
+    async def _claim(self, room: int) -> int:
+        dispatcher = self._dispatcher
+        saturated = PREFETCH * dispatcher.per_target
         full = [
             webhook_id
-            for target in self._targets.values()
-            if target.running + len(target.waiting) >= PREFETCH * cap
+            for target in dispatcher.targets.values()
+            if dispatcher.held(target) >= saturated
             for webhook_id in target.webhook_ids
         ]
         try:
-            async with self.database.session() as session:
-                claimed = await service.claim_due_deliveries(
-                    session, limit=free, lease=self.lease, exclude_webhooks=full
-                )
-                await session.commit()
+            claimed = await service.claim_due_deliveries(
+                self.database, limit=room, lease=self.lease, exclude_webhooks=full
+            )
         except Exception:
             log.exception("delivery_claim_failed")
             return 0
-        overflow: list[ClaimedDelivery] = []
         for delivery in claimed:
-            if delivery.target is None:
-                continue  # the webhook was deleted; its delivery went with it
-            key = _target_key(delivery.target.target_url)
-            target = self._targets.setdefault(key, _Target())
-            target.webhook_ids.add(delivery.webhook_id)
-            if target.running + len(target.waiting) < PREFETCH * cap:
-                target.waiting.append(delivery)
-            else:
-                overflow.append(delivery)
-        self._start_waiting()
-        if overflow:
-            await self._release(overflow, due_in=SATURATED_RETRY_DELAY)
+            if delivery.target is not None:  # None: the webhook was deleted, and its delivery
+                dispatcher.add(delivery, delivery.target.target_url)
         return len(claimed)
 
-    def _waiting_count(self) -> int:
-        return sum(len(t.waiting) for t in self._targets.values())
+    async def _give_back_stale(self) -> None:
+        if self._stale:
+            stale, self._stale = self._stale, []
+            await self._release(stale, due_in=timedelta(0))
 
-    def _start_waiting(self) -> None:
-        """Start claimed deliveries while there are free slots, at most `cap` per target, taking
-        the targets in turn."""
-        cap = self.settings.delivery_concurrency_per_target
-        limit = self.settings.delivery_concurrency
-        while len(self._in_flight) < limit:
-            started = False
-            for key, target in list(self._targets.items()):
-                if target.waiting and target.running < cap and len(self._in_flight) < limit:
-                    self._start(target.waiting.popleft(), key, target)
-                    started = True
-            if not started:
-                return
+    # --- sending ---------------------------------------------------------------------------
 
-    def _start(self, delivery: ClaimedDelivery, key: str, target: _Target) -> None:
-        target.running += 1
-        task = asyncio.create_task(self._deliver(delivery, key, target))
-        self._in_flight.add(task)
-        task.add_done_callback(self._finished)
-
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._in_flight.discard(task)
-        if self._free_slots() >= self._claim_batch:
-            self._attention.set()
-
-    # --- one delivery ----------------------------------------------------------------------
-
-    async def _deliver(self, delivery: ClaimedDelivery, key: str, target: _Target) -> None:
-        try:
-            await self._outcomes.put(await self._attempt(delivery))
-        except Exception:
-            # Never lose the claim silently: log it; the lease makes the delivery due again.
-            log.exception("delivery_attempt_crashed", deliveryId=delivery.delivery_id)
-        finally:
-            target.running -= 1
-            if target.running == 0 and not target.waiting:
-                self._targets.pop(key, None)
-            self._in_flight.discard(asyncio.current_task())
-            self._start_waiting()
+    async def _send_forever(self) -> None:
+        dispatcher = self._dispatcher
+        # An attempt started later than this before its lease ends might still be running (or
+        # not yet recorded) when another worker claims the delivery.
+        timeout = self.settings.delivery_timeout_seconds
+        margin = timedelta(seconds=timeout + (self.settings.delivery_lease_seconds - timeout) / 4)
+        while (handed := await dispatcher.next()) is not None:
+            delivery, target = handed
+            try:
+                if clock.now() + margin > delivery.lease_until:
+                    self._stale.append(delivery)
+                    self._attention.set()
+                    continue
+                self._outcomes.append(await self._attempt(delivery))
+                self._outcome_ready.set()
+            except Exception:
+                # Never lose the claim silently: log it; the lease makes the delivery due again.
+                log.exception("delivery_attempt_crashed", deliveryId=delivery.delivery_id)
+            finally:
+                dispatcher.done(target)
+                if self._room() >= self._claim_batch:
+                    self._attention.set()
 
     async def _attempt(self, delivery: ClaimedDelivery) -> Outcome:
         target = delivery.target
@@ -244,7 +316,6 @@ class DeliveryWorker:
         self, delivery: ClaimedDelivery, result: SendResult, attempted_at: datetime
     ) -> Outcome:
         assert delivery.target is not None
-        now = clock.now()
         next_at = None
         if result.succeeded:
             status = ResultStatus.SUCCESS
@@ -257,7 +328,7 @@ class DeliveryWorker:
                 retry_after_max=timedelta(seconds=self.settings.retry_after_max_seconds),
             )
             status = ResultStatus.EXHAUSTED if delay is None else ResultStatus.PENDING_RETRY
-            next_at = None if delay is None else now + delay
+            next_at = None if delay is None else clock.now() + delay
         return Outcome(
             claimed=delivery,
             status=status,
@@ -272,27 +343,21 @@ class DeliveryWorker:
 
     # --- recording -------------------------------------------------------------------------
 
-    async def _record_outcomes_forever(self) -> None:
-        """Record outcomes in batches until the None that `run` queues at shutdown."""
-        finishing = False
-        while not finishing:
-            first = await self._outcomes.get()
-            if first is None:
+    async def _record_outcomes_until(self, finished: asyncio.Event) -> None:
+        """Record outcomes in batches; once `finished` is set, record what is left and return."""
+        while True:
+            await self._outcome_ready.wait()
+            self._outcome_ready.clear()
+            if not finished.is_set():
+                # Let a burst gather into one statement (one costs about as much as a hundred
+                # more rows in it).
+                await asyncio.sleep(RECORD_LINGER_SECONDS)
+            while self._outcomes:
+                batch = self._outcomes[:RECORD_BATCH_MAX]
+                del self._outcomes[:RECORD_BATCH_MAX]
+                await self._write(batch)
+            if finished.is_set():
                 return
-            batch = [first]
-            # Let a burst gather into one transaction (one transaction costs about as much as
-            # a hundred more rows in it).
-            lingered = 0.0
-            while self._outcomes.qsize() < RECORD_BATCH_MAX and lingered < RECORD_LINGER_SECONDS:
-                await asyncio.sleep(0.002)
-                lingered += 0.002
-            while len(batch) < RECORD_BATCH_MAX and not self._outcomes.empty():
-                outcome = self._outcomes.get_nowait()
-                if outcome is None:
-                    finishing = True
-                    break
-                batch.append(outcome)
-            await self._write(batch)
 
     async def _write(self, batch: list[Outcome]) -> None:
         """Record a batch, retrying while the database is unavailable: an outcome that is never
@@ -300,9 +365,7 @@ class DeliveryWorker:
         delay = 0.2
         for _ in range(8):
             try:
-                async with self.database.session() as session:
-                    await service.record_outcomes(session, batch)
-                    await session.commit()
+                await service.record_outcomes(self.database, batch)
                 return
             except Exception:
                 log.exception("delivery_record_failed", batch=len(batch))
@@ -311,23 +374,23 @@ class DeliveryWorker:
 
     async def _release(self, claims: list[ClaimedDelivery], *, due_in: timedelta) -> None:
         try:
-            async with self.database.session() as session:
-                await service.release_claims(session, claims, due_at=clock.now() + due_in)
-                await session.commit()
+            await service.release_claims(self.database, claims, due_at=clock.now() + due_in)
         except Exception:
             log.exception("delivery_release_failed", count=len(claims))
 
-    async def _drain(self) -> None:
+    async def _drain(self, senders: list[asyncio.Task[None]]) -> None:
         """On shutdown: give back what has not started, let attempts in flight finish (each is
         bounded by the send timeout)."""
-        waiting = [d for t in self._targets.values() for d in t.waiting]
-        for target in self._targets.values():
-            target.waiting.clear()
-        await self._release(waiting, due_in=timedelta(0))
-        if self._in_flight:
-            log.info("delivery_worker_draining", inFlight=len(self._in_flight))
-            await asyncio.wait(
-                set(self._in_flight), timeout=self.settings.delivery_timeout_seconds + 5
-            )
-        for task in list(self._in_flight):
+        await self._release(self._dispatcher.take_waiting(), due_in=timedelta(0))
+        self._dispatcher.close()
+        await self._give_back_stale()
+        if self._dispatcher.running:
+            log.info("delivery_worker_draining", inFlight=self._dispatcher.running)
+        _, unfinished = await asyncio.wait(
+            senders, timeout=self.settings.delivery_timeout_seconds + 5
+        )
+        for task in unfinished:
             task.cancel()
+        if unfinished:
+            await asyncio.wait(unfinished)
+        await self._give_back_stale()

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from tucano.auth.tokens import Principal
 from tucano.clock import clock
 from tucano.config import Settings
+from tucano.db import Database
 from tucano.errors import BadRequest, ErrorCode, NotFound
 from tucano.pagination import PageRequest
 from tucano.webhooks.events import EventType
@@ -176,24 +177,43 @@ async def active_webhook_ids_by_subscription(
     return found
 
 
+# One statement on PostgreSQL (see deliveries.service on the worker's statements).
+_RECORD_HEALTH_ON_POSTGRES = """
+UPDATE webhooks
+   SET failing_since = CASE WHEN id = ANY($1::bigint[]) THEN NULL ELSE $3::timestamptz END,
+       last_success_at = CASE WHEN id = ANY($1::bigint[]) THEN $3::timestamptz
+                              ELSE last_success_at END
+ WHERE id = ANY($1::bigint[]) OR (id = ANY($2::bigint[]) AND failing_since IS NULL)
+"""
+
+
 async def record_delivery_health(
-    session: AsyncSession, *, succeeded: Collection[int], failed: Collection[int], at: datetime
+    database: Database, *, succeeded: Collection[int], failed: Collection[int], at: datetime
 ) -> None:
     """After a batch of attempts: a success ends a webhook's failing run; a failure starts one
-    (unless one is already running). At most two statements per batch."""
+    (unless one is already running). Its own statement, apart from the attempts' records: the
+    health is advisory, and the next batch sets it again."""
+    if not succeeded and not failed:
+        return
+    if database.dialect == "postgresql":
+        async with database.driver_connection() as connection:
+            await connection.execute(_RECORD_HEALTH_ON_POSTGRES, list(succeeded), list(failed), at)
+        return
     table = cast(Table, Webhook.__table__)
-    if succeeded:
-        await session.execute(
-            update(table)
-            .where(table.c.id.in_(list(succeeded)))
-            .values(failing_since=None, last_success_at=at)
-        )
-    if failed:
-        await session.execute(
-            update(table)
-            .where(table.c.id.in_(list(failed)), table.c.failing_since.is_(None))
-            .values(failing_since=at)
-        )
+    async with database.session() as session:
+        if succeeded:
+            await session.execute(
+                update(table)
+                .where(table.c.id.in_(list(succeeded)))
+                .values(failing_since=None, last_success_at=at)
+            )
+        if failed:
+            await session.execute(
+                update(table)
+                .where(table.c.id.in_(list(failed)), table.c.failing_since.is_(None))
+                .values(failing_since=at)
+            )
+        await session.commit()
 
 
 async def deactivate_failing_webhooks(

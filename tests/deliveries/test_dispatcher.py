@@ -1,0 +1,86 @@
+"""The worker's dispatcher: receiving hosts in turn, a cap per host, a clean close. No database."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+from tucano.clock import clock
+from tucano.deliveries.service import ClaimedDelivery
+from tucano.deliveries.worker import _Dispatcher
+from tucano.webhooks.service import DeliveryTarget
+
+_ids = itertools.count(1)
+
+
+def claimed(url: str, webhook_id: int = 1) -> ClaimedDelivery:
+    return ClaimedDelivery(
+        delivery_id=next(_ids),
+        claim_token="t",
+        event_id="evt_x",
+        event_type="PIX_OUTBOUND",
+        customer_id=1,
+        webhook_id=webhook_id,
+        attempt=1,
+        payload=b"{}",
+        target=DeliveryTarget(webhook_id, url, True, ("whsec_x",)),
+        lease_until=clock.now(),
+    )
+
+
+def add(dispatcher: _Dispatcher, url: str, count: int, webhook_id: int = 1) -> None:
+    for _ in range(count):
+        dispatcher.add(claimed(url, webhook_id), url)
+
+
+async def test_hosts_take_turns_and_each_is_capped() -> None:
+    dispatcher = _Dispatcher(per_target=2)
+    add(dispatcher, "https://a.example/x", 5, webhook_id=1)
+    add(dispatcher, "https://b.example/y", 5, webhook_id=2)
+    handed = [await dispatcher.next() for _ in range(4)]
+    hosts = [target.key for _, target in (h for h in handed if h is not None)]
+    # One of each in turn, and no more than two of a host at once.
+    assert hosts == ["https://a.example", "https://b.example"] * 2
+    assert dispatcher.running == 4 and dispatcher.waiting == 6
+
+    # Both hosts are at their cap: a fifth sender waits until one of them finishes.
+    fifth = asyncio.ensure_future(dispatcher.next())
+    await asyncio.sleep(0.01)
+    assert not fifth.done()
+    first = handed[0]
+    assert first is not None
+    dispatcher.done(first[1])
+    got = await asyncio.wait_for(fifth, 1)
+    assert got is not None and got[1].key == "https://a.example"
+
+
+async def test_paths_of_one_host_share_its_cap() -> None:
+    dispatcher = _Dispatcher(per_target=1)
+    add(dispatcher, "https://a.example/one", 1, webhook_id=1)
+    add(dispatcher, "HTTPS://A.EXAMPLE/two", 1, webhook_id=2)
+    assert await dispatcher.next() is not None
+    assert dispatcher.running == 1 and dispatcher.waiting == 1
+    waiting = asyncio.ensure_future(dispatcher.next())
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    (target,) = dispatcher.targets.values()
+    assert target.webhook_ids == {1, 2}
+    waiting.cancel()
+
+
+async def test_close_hands_back_what_was_not_started_and_wakes_idle_senders() -> None:
+    dispatcher = _Dispatcher(per_target=1)
+    add(dispatcher, "https://a.example/x", 3)
+    started = await dispatcher.next()
+    assert started is not None
+    idle = asyncio.ensure_future(dispatcher.next())
+    await asyncio.sleep(0.01)
+
+    given_back = dispatcher.take_waiting()
+    assert len(given_back) == 2
+    dispatcher.close()
+    assert await asyncio.wait_for(idle, 1) is None
+    assert await dispatcher.next() is None
+    # The delivery in flight still finishes, and then the host is forgotten.
+    dispatcher.done(started[1])
+    assert dispatcher.targets == {} and dispatcher.running == 0 and dispatcher.waiting == 0
