@@ -5,15 +5,23 @@
         .venv/bin/python -m bench.deliveries --events 2000
 
 What runs: local receivers in a process of their own (several ports, answering 200 at once), and
-in this process, as in `tucano serve`, Tucano's delivery worker with default settings and a
-publisher calling `publish_event` (the outbox) the way features do.
+in this process, set up as `tucano serve` sets up its own (uvloop, the same garbage-collector
+tuning), Tucano's delivery worker with default settings and a publisher calling
+`publish_events` (the outbox) the way features do.
 
 - ceiling: a bare aiohttp client posting the same signed bodies to the same receivers at the
-  same concurrency (64), nothing read or written in a database.
-- burst: `--events` events, each fanned out to every receiver's webhook, published at once;
-  throughput is deliveries / (last receipt - first commit).
-- paced: events published steadily for `--seconds` at half the ceiling's rate; latency is
+  same concurrency (64), nothing read or written in a database; measured first and last, and
+  the engine's rates are read against the mean of the two.
+- burst: `--events` events, each fanned out to every receiver's webhook, already in the outbox
+  when the worker starts; throughput is deliveries / (last receipt - worker start).
+- paced: events published every 20 ms for `--seconds` at half the ceiling's rate; latency is
   receipt time - commit time of the event, per delivery.
+
+Placement (unless `--no-pin`, on a machine of two or more CPUs): this process runs on the first
+CPU; the receivers, and the PostgreSQL backends serving the benchmark's own database, on the
+last. The receivers stand for merchants' servers and the database for a database server, which
+in production do not take CPU from the process under test; the ceiling is measured under the
+same placement. Left to the operating system, results read lower and vary more.
 
 Every database gets a fresh schema (a temporary SQLite file; a new PostgreSQL database beside the
 one named, dropped afterwards).
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -31,19 +40,23 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+from pydantic import BaseModel
+from sqlalchemy.engine import make_url
 from tests.databases import create_scratch_database, drop_scratch_database
 
 from tucano import wire
 from tucano.clock import clock
 from tucano.config import Settings
-from tucano.db import Database
+from tucano.db import Database, connect_asyncpg
 from tucano.deliveries import service
 from tucano.deliveries.worker import DeliveryWorker
 from tucano.migrations import upgrade
+from tucano.runtime import tune_garbage_collector
 from tucano.webhooks.events import EventType
 from tucano.webhooks.models import Webhook
 from tucano.webhooks.samples import sample_payload
@@ -67,8 +80,36 @@ class Row:
         return self.deliveries / self.seconds if self.seconds else 0.0
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Which CPUs the process under test and the load's other side run on (None: anywhere)."""
+
+    measured: set[int] | None
+    others: set[int] | None
+
+    @classmethod
+    def choose(cls, pin: bool) -> Placement:
+        cpus = sorted(os.sched_getaffinity(0))
+        if not pin or len(cpus) < 2:
+            return cls(None, None)
+        return cls({cpus[0]}, {cpus[-1]})
+
+    def pin(self, pid: int, cpus: set[int] | None) -> None:
+        if cpus is not None:
+            with contextlib.suppress(OSError):  # gone already, or not ours to move
+                os.sched_setaffinity(pid, cpus)
+
+    def describe(self) -> str:
+        if self.measured is None:
+            return "placement left to the OS"
+        return (
+            f"measured process on CPU {min(self.measured)}, "
+            f"receivers and database on CPU {min(self.others or {0})}"
+        )
+
+
 class Receivers:
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, placement: Placement) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.receivers", str(count)],
             stdout=subprocess.PIPE,
@@ -77,6 +118,7 @@ class Receivers:
         )
         assert self.process.stdout is not None
         self.ports: list[int] = json.loads(self.process.stdout.readline())
+        placement.pin(self.process.pid, placement.others)
 
     def urls(self) -> list[str]:
         return [f"http://127.0.0.1:{port}/hook" for port in self.ports]
@@ -105,7 +147,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def ceiling(receivers: Receivers, events: int) -> Row:
+async def ceiling(receivers: Receivers, events: int, label: str) -> Row:
     """The bare client: the same signed bodies, the same receivers, the same concurrency."""
     secret = new_signing_secret()
     jobs: list[tuple[str, bytes, dict[str, str]]] = []
@@ -137,7 +179,7 @@ async def ceiling(receivers: Receivers, events: int) -> Row:
         await asyncio.gather(*(post_all() for _ in range(CONCURRENCY)))
         seconds = time.perf_counter() - started
         await receivers.arrivals(http)  # discard
-    return Row("ceiling: bare aiohttp client, no database", len(jobs), seconds)
+    return Row(f"ceiling ({label}): bare aiohttp client, no database", len(jobs), seconds)
 
 
 async def fresh_database(kind: str, base_url: str | None, workdir: Path) -> str:
@@ -147,9 +189,46 @@ async def fresh_database(kind: str, base_url: str | None, workdir: Path) -> str:
     return await create_scratch_database(base_url, prefix="tucano_bench")
 
 
-async def publish(database: Database, count: int, committed: dict[str, float]) -> None:
-    """`count` events in one transaction through the outbox (`publish_events`)."""
-    payloads = [sample_payload(EventType.PIX_OUTBOUND) for _ in range(count)]
+@contextlib.asynccontextmanager
+async def database_placed(url: str, placement: Placement) -> AsyncIterator[None]:
+    """Keep the PostgreSQL backends serving `url`'s database on the others' CPUs while inside."""
+    if placement.others is None or not url.startswith("postgresql"):
+        yield
+        return
+    name = make_url(url).database
+
+    async def keep_placed() -> None:
+        connection = await connect_asyncpg(url)
+        try:
+            while True:
+                pids = await connection.fetch(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = $1", name
+                )
+                for row in pids:
+                    placement.pin(row["pid"], placement.others)
+                await asyncio.sleep(0.25)
+        finally:
+            await connection.close()
+
+    task = asyncio.create_task(keep_placed())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def payloads(count: int) -> list[BaseModel]:
+    """Sample payloads, made before the clock runs: making them is the business's work, not
+    the engine's."""
+    return [sample_payload(EventType.PIX_OUTBOUND) for _ in range(count)]
+
+
+async def publish(
+    database: Database, payloads: list[BaseModel], committed: dict[str, float]
+) -> None:
+    """Events in one transaction through the outbox (`publish_events`)."""
     async with database.session() as session:
         published = await service.publish_events(
             session,
@@ -157,7 +236,7 @@ async def publish(database: Database, count: int, committed: dict[str, float]) -
         )
         await session.commit()
     now = time.time()
-    for event, _ in published:
+    for event in published:
         committed[event.id] = now
 
 
@@ -194,8 +273,9 @@ async def run_engine(
         # Burst: the events are in the outbox (published in transactions of 100) when the worker
         # starts; throughput is how fast it drains them.
         committed: dict[str, float] = {}
+        burst = payloads(events)
         for start in range(0, events, 100):
-            await publish(database, min(100, events - start), committed)
+            await publish(database, burst[start : start + 100], committed)
         stop = asyncio.Event()
         started = time.time()
         worker = asyncio.create_task(DeliveryWorker(database, settings).run(stop))
@@ -209,28 +289,26 @@ async def run_engine(
             )
         )
 
-        # Paced: half the ceiling's rate, events published every 20 ms.
+        # Paced: half the ceiling's rate, events published every 20 ms (as many as are due by
+        # the clock, so a slow tick is made up at the next one).
         committed = {}
         tick = 0.02
-        per_tick = max(1.0, paced_rate / fan_out * tick)
-        owed = 0.0
+        paced = payloads(int(paced_rate / fan_out * seconds) + 1)
         began = time.monotonic()
-        while time.monotonic() - began < seconds:
-            owed += per_tick
-            batch = int(owed)
-            owed -= batch
-            if batch:
-                await publish(database, batch, committed)
+        while (elapsed := time.monotonic() - began) < seconds:
+            due = int(paced_rate / fan_out * elapsed)
+            if due > len(committed):
+                await publish(database, paced[len(committed) : due], committed)
             await asyncio.sleep(max(0.0, tick - (time.monotonic() - began) % tick))
+        published_for = time.monotonic() - began
         expected = len(committed) * fan_out
         arrived = await receivers.wait_for(http, expected, within=120)
         latencies = [(t - committed[i]) * 1000 for i, t in arrived if i in committed]
-        duration = time.monotonic() - began
         rows.append(
             Row(
                 f"{kind}: paced at {paced_rate:.0f}/s (half the ceiling)",
                 len(latencies),
-                duration,
+                published_for,
                 p50_ms=statistics.median(latencies) if latencies else None,
                 p99_ms=percentile(latencies, 0.99) if latencies else None,
             )
@@ -250,7 +328,7 @@ def table(rows: list[Row], ceiling_rate: float) -> str:
     for row in rows:
         p50 = f"{row.p50_ms:.1f}" if row.p50_ms is not None else "-"
         p99 = f"{row.p99_ms:.1f}" if row.p99_ms is not None else "-"
-        share = f"{row.rate / ceiling_rate:.0%}" if "paced" not in row.name else "-"
+        share = "-" if "paced" in row.name else f"{row.rate / ceiling_rate:.0%}"
         lines.append(
             f"{row.name:<58} {row.deliveries:>10} {row.rate:>11.0f} {share:>10} {p50:>8} {p99:>8}"
         )
@@ -265,6 +343,9 @@ async def main() -> None:
     parser.add_argument(
         "--databases", default="sqlite,postgresql", help="comma-separated: sqlite, postgresql"
     )
+    parser.add_argument(
+        "--no-pin", action="store_true", help="leave CPU placement to the operating system"
+    )
     args = parser.parse_args()
     pg_url = os.environ.get("TUCANO_BENCH_DATABASE_URL") or os.environ.get(
         "TUCANO_TEST_DATABASE_URL"
@@ -272,28 +353,36 @@ async def main() -> None:
     kinds = [
         k for k in args.databases.split(",") if k == "sqlite" or (k == "postgresql" and pg_url)
     ]
+    placement = Placement.choose(pin=not args.no_pin)
+    placement.pin(os.getpid(), placement.measured)
+    tune_garbage_collector()  # as `tucano serve` and `tucano worker` do
 
-    receivers = Receivers(args.receivers)
+    receivers = Receivers(args.receivers, placement)
     try:
-        top = await ceiling(receivers, args.events)
-        rows = [top]
+        first = await ceiling(receivers, args.events, "first")
+        rows = [first]
         with tempfile.TemporaryDirectory() as workdir:
             for kind in kinds:
                 url = await fresh_database(kind, pg_url, Path(workdir))
                 try:
-                    rows += await run_engine(
-                        kind, url, receivers, args.events, top.rate / 2, args.seconds
-                    )
+                    async with database_placed(url, placement):
+                        rows += await run_engine(
+                            kind, url, receivers, args.events, first.rate / 2, args.seconds
+                        )
                 finally:
                     if kind == "postgresql" and pg_url:
                         await drop_scratch_database(pg_url, url)
+        last = await ceiling(receivers, args.events, "last")
+        rows.append(last)
     finally:
         receivers.stop()
+    top = (first.rate + last.rate) / 2
     print(
-        f"\nWebhook deliveries ({os.cpu_count()} CPUs, {args.receivers} receivers,"
-        f" concurrency {CONCURRENCY})\n"
+        f"\nWebhook deliveries ({os.cpu_count()} CPUs, {placement.describe()}, "
+        f"{args.receivers} receivers, concurrency {CONCURRENCY}); 'of ceiling' is against the "
+        f"mean of the two ceiling runs, {top:.0f}/s\n"
     )
-    print(table(rows, top.rate))
+    print(table(rows, top))
     if "postgresql" not in kinds:
         print("\n(PostgreSQL skipped: set TUCANO_BENCH_DATABASE_URL to include it)")
 

@@ -59,14 +59,17 @@ def serve(
 
     from tucano.app import create_app
     from tucano.logs import configure_logging
+    from tucano.runtime import tune_garbage_collector
 
     settings = _settings()
     configure_logging(settings.log_level)
     if migrate:
         _migrate(settings)
     _exit_cleanly_after_sigterm()
+    app = create_app(settings, background=worker)
+    tune_garbage_collector()
     uvicorn.run(
-        create_app(settings, background=worker),
+        app,
         host=host,
         port=port,
         log_config=None,
@@ -82,11 +85,13 @@ def worker_command(
 ) -> None:
     """Run only the delivery worker and periodic jobs (for scale-out on PostgreSQL)."""
     from tucano.logs import configure_logging
+    from tucano.runtime import tune_garbage_collector
 
     settings = _settings()
     configure_logging(settings.log_level)
     if migrate:
         _migrate(settings)
+    tune_garbage_collector()
     try:
         import uvloop  # installed with uvicorn[standard]; the loop `tucano serve` runs on too
     except ImportError:  # pragma: no cover

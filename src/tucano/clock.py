@@ -16,7 +16,8 @@ def to_millis(moment: datetime) -> datetime:
     """The same instant in UTC with the microseconds cut to whole milliseconds."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    moment = moment.astimezone(UTC)
+    elif moment.tzinfo is not UTC:
+        moment = moment.astimezone(UTC)
     return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
@@ -41,7 +42,10 @@ class Clock:
         self._frozen: datetime | None = None
 
     def now(self) -> datetime:
-        return self._frozen if self._frozen is not None else to_millis(datetime.now(UTC))
+        if self._frozen is not None:
+            return self._frozen
+        moment = datetime.now(UTC)
+        return moment.replace(microsecond=moment.microsecond - moment.microsecond % 1000)
 
     @contextmanager
     def freeze(self, moment: datetime | None = None) -> Iterator[Clock]:

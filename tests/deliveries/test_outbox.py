@@ -41,18 +41,18 @@ async def add_webhook(database: Database, customer_id: int, *, active: bool = Tr
 
 async def publish(database: Database, customer_id: int, *, commit: bool = True) -> int:
     async with database.session() as session:
-        _, queued = await service.publish_event(
+        published = await service.publish_event(
             session,
             customer_id=customer_id,
             event_type=EventType.PIX_OUTBOUND,
             payload=sample_payload(EventType.PIX_OUTBOUND),
         )
         await (session.commit() if commit else session.rollback())
-    return queued
+    return published.deliveries
 
 
 async def claim(database: Database, customer_id: int) -> list[service.ClaimedDelivery]:
-    claims = await service.claim_due_deliveries(database, limit=1000, lease=LEASE)
+    claims = (await service.claim_due_deliveries(database, limit=1000, lease=LEASE)).deliveries
     return [c for c in claims if c.customer_id == customer_id]
 
 
@@ -125,10 +125,14 @@ async def test_a_claim_is_exclusive_until_its_lease_runs_out(private_database: D
         await record_success(private_database, first)
         async with private_database.session() as session:
             delivery = await session.get(Delivery, first[0].delivery_id)
-        assert delivery is not None
-        assert delivery.status == "PENDING"
+        assert delivery is not None  # still queued: the second worker holds it
         assert delivery.claim_token == after_lease[0].claim_token
         assert await count(private_database, DeliveryResult, customer) == 1
+
+        # The holder's success takes the delivery off the queue; both attempts stay as history.
+        await record_success(private_database, after_lease)
+        assert await count(private_database, Delivery, customer) == 0
+        assert await count(private_database, DeliveryResult, customer) == 2
 
 
 async def test_pruning_removes_old_history_only(private_database: Database) -> None:

@@ -69,3 +69,18 @@ async def test_cookies_from_one_receiver_are_never_sent_back(receiver: Receiver)
     finally:
         await client.close()
     assert "cookie" not in receiver.received[1].headers
+
+
+async def test_a_nul_in_the_answer_is_dropped_and_other_text_kept(receiver: Receiver) -> None:
+    from tests.receivers import always
+
+    # PostgreSQL text holds no NUL; the history must still store and show the answer.
+    receiver.behaviours["/odd"] = always(500, "bad\x00 answer: não")
+    client = sender(LOOPBACK)
+    try:
+        result = await client.send(receiver.url("/odd"), body=b"{}", headers={}, now=clock.now())
+    finally:
+        await client.close()
+    assert result.http_status == 500
+    assert result.response_body == "bad answer: não"
+    assert result.error_message == "receiver answered HTTP 500"

@@ -22,22 +22,17 @@ class Event(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
-class DeliveryStatus:
-    PENDING = "PENDING"
-    SUCCEEDED = "SUCCEEDED"
-    EXHAUSTED = "EXHAUSTED"
-    CANCELLED = "CANCELLED"
-
-
-# The two queues of due deliveries, each with its partial index (see Delivery.__table_args__).
-FIRST_ATTEMPT_QUEUE = "status = 'PENDING' AND attempts = 0"
-RETRY_QUEUE = "status = 'PENDING' AND attempts > 0"
+# The two queues of pending deliveries, each with its partial index (see Delivery.__table_args__).
+FIRST_ATTEMPT_QUEUE = "attempts = 0"
+RETRY_QUEUE = "attempts > 0"
 
 
 class Delivery(Base):
-    """One event on its way to one webhook. While PENDING, `next_attempt_at` is when it is due;
-    a worker that claims it pushes `next_attempt_at` to the end of its lease, so a delivery whose
-    worker died becomes due again by itself."""
+    """One event on its way to one webhook: the queue of work still to do. `next_attempt_at` is
+    when it is due; a worker that claims it pushes `next_attempt_at` to the end of its lease, so
+    a delivery whose worker died becomes due again by itself. When its last attempt is recorded
+    (success, the schedule exhausted, or cancelled) the row goes: the attempts stay in the
+    results, and the queue holds only what is pending."""
 
     __tablename__ = "deliveries"
     __table_args__ = (
@@ -64,9 +59,8 @@ class Delivery(Base):
         BigInteger, ForeignKey("webhooks.id", ondelete="CASCADE")
     )
     customer_id: Mapped[int] = mapped_column(BigInteger)
-    status: Mapped[str] = mapped_column(String(16))
-    attempts: Mapped[int] = mapped_column(Integer)
-    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    attempts: Mapped[int] = mapped_column(Integer)  # made so far
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
     # Set by the claim; an outcome is applied only by the worker still holding this token.
     claim_token: Mapped[str | None] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -11,7 +11,6 @@ from starlette.responses import Response
 from tucano.auth.deps import EventPublisher, WebhookReader, WebhookWriter
 from tucano.db import ReadSessionDep, SessionDep
 from tucano.deliveries import service
-from tucano.deliveries.models import Event
 from tucano.deliveries.schemas import (
     EventAccepted,
     EventPublication,
@@ -125,11 +124,11 @@ async def send_test_event(
     if not request.app.state.settings.is_sandbox:
         raise AppError(ErrorCode.SANDBOX_ONLY, errors=["test events exist only in the sandbox"])
     payload = sample_payload(body.event_type, partner_id=caller.partner_id)
-    event, queued = await service.publish_event(
+    event = await service.publish_event(
         session, customer_id=caller.customer_id, event_type=body.event_type, payload=payload
     )
     await session.commit()
-    return json_response(_accepted(event, queued), status_code=202)
+    return json_response(_accepted(event), status_code=202)
 
 
 @internal_router.post(
@@ -151,18 +150,18 @@ async def publish_event(
     except ValidationError as exc:
         errors = [{**e, "loc": ("body", "payload", *e["loc"])} for e in exc.errors()]
         raise BadRequest(*validation_lines(errors)) from None
-    event, queued = await service.publish_event(
+    event = await service.publish_event(
         session, customer_id=body.customer_id, event_type=body.event_type, payload=payload
     )
     await session.commit()
-    return json_response(_accepted(event, queued), status_code=202)
+    return json_response(_accepted(event), status_code=202)
 
 
-def _accepted(event: Event, queued: int) -> EventAccepted:
+def _accepted(event: service.PublishedEvent) -> EventAccepted:
     return EventAccepted(
         event_id=event.id,
-        event_type=EventType(event.event_type),
+        event_type=event.event_type,
         customer_id=event.customer_id,
         created_at=event.created_at,
-        deliveries=queued,
+        deliveries=event.deliveries,
     )

@@ -12,8 +12,8 @@ import asyncio
 import socket
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -65,8 +65,7 @@ class SafeResolver(AbstractResolver):
         await self._inner.close()
 
 
-@dataclass(frozen=True)
-class SendResult:
+class SendResult(NamedTuple):
     http_status: int | None
     response_body: str | None
     error_message: str | None
@@ -138,50 +137,59 @@ class Sender:
         self, url: str, *, body: bytes, headers: Mapping[str, str], now: datetime
     ) -> SendResult:
         started = time.perf_counter()
+        status: int | None = None
+        text: str | None = None
+        retry_after: timedelta | None = None
+        error: str | None = self.check_target(url)
+        if error:
+            error = f"refused: {error}"
+        else:
+            try:
+                async with self._client().post(
+                    url, data=body, headers=headers, allow_redirects=False
+                ) as response:
+                    raw = await response.content.read(RESPONSE_BODY_LIMIT)
+                    status = response.status
+                    text = _printable(raw.decode("utf-8", errors="replace"))
+                    if status in (429, 503):
+                        retry_after = parse_retry_after(
+                            response.headers.get("Retry-After"), now=now
+                        )
+                    if 300 <= status < 400:
+                        location = response.headers.get("Location", "")[:300]
+                        error = f"receiver answered HTTP {status}; redirects are not followed"
+                        if location:
+                            error += f" (Location: {location})"
+                    elif not 200 <= status < 300:
+                        error = f"receiver answered HTTP {status}"
+            except aiohttp.ClientConnectorDNSError as exc:
+                if isinstance(exc.os_error, TargetRefusedError):
+                    error = f"refused: targetUrl {exc.os_error}"
+                else:
+                    error = f"could not resolve the host: {exc.os_error}"
+            except TimeoutError:
+                error = f"timed out after {self._timeout:g} s without a complete answer"
+            except aiohttp.ClientSSLError as exc:
+                error = f"TLS error: {exc}"
+            except aiohttp.ClientConnectorError as exc:
+                error = f"could not connect: {exc.os_error}"
+            except aiohttp.ClientError as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            except asyncio.CancelledError:
+                raise
+            except OSError as exc:
+                error = f"connection error: {exc}"
+        return SendResult(
+            status,
+            text,
+            None if error is None else _printable(error)[:500],
+            int((time.perf_counter() - started) * 1000),
+            retry_after,
+        )
 
-        def elapsed() -> int:
-            return int((time.perf_counter() - started) * 1000)
 
-        refused = self.check_target(url)
-        if refused:
-            return SendResult(None, None, f"refused: {refused}", elapsed())
-        try:
-            async with self._client().post(
-                url, data=body, headers=headers, allow_redirects=False
-            ) as response:
-                raw = await response.content.read(RESPONSE_BODY_LIMIT)
-                status = response.status
-                text = raw.decode("utf-8", errors="replace").replace("\x00", "")
-                retry_after = None
-                if status in (429, 503):
-                    retry_after = parse_retry_after(response.headers.get("Retry-After"), now=now)
-                error = None
-                if 300 <= status < 400:
-                    location = response.headers.get("Location", "")[:300]
-                    error = f"receiver answered HTTP {status}; redirects are not followed"
-                    if location:
-                        error += f" (Location: {location})"
-                elif not 200 <= status < 300:
-                    error = f"receiver answered HTTP {status}"
-                return SendResult(status, text, error, elapsed(), retry_after)
-        except aiohttp.ClientConnectorDNSError as exc:
-            if isinstance(exc.os_error, TargetRefusedError):
-                return SendResult(None, None, f"refused: targetUrl {exc.os_error}", elapsed())
-            return SendResult(None, None, f"could not resolve the host: {exc.os_error}", elapsed())
-        except TimeoutError:
-            return SendResult(
-                None,
-                None,
-                f"timed out after {self._timeout:g} s without a complete answer",
-                elapsed(),
-            )
-        except aiohttp.ClientSSLError as exc:
-            return SendResult(None, None, f"TLS error: {exc}"[:500], elapsed())
-        except aiohttp.ClientConnectorError as exc:
-            return SendResult(None, None, f"could not connect: {exc.os_error}"[:500], elapsed())
-        except aiohttp.ClientError as exc:
-            return SendResult(None, None, f"{type(exc).__name__}: {exc}"[:500], elapsed())
-        except asyncio.CancelledError:
-            raise
-        except OSError as exc:
-            return SendResult(None, None, f"connection error: {exc}"[:500], elapsed())
+def _printable(text: str) -> str:
+    """Text as it can be stored and shown anywhere: no NUL, no lone surrogate."""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")

@@ -166,6 +166,10 @@ class DeliveryWorker:
         self._claim_batch = settings.delivery_concurrency
         self._rng = random.Random()
         self._dispatcher = _Dispatcher(settings.delivery_concurrency_per_target)
+        # A target this worker holds this many claimed deliveries for is left out of claims.
+        self._saturated = PREFETCH * settings.delivery_concurrency_per_target
+        self._more_due = False
+        self._left_out: set[str] = set()  # keys of the targets the last claim left out
         self._outcomes: list[Outcome] = []
         self._stale: list[ClaimedDelivery] = []
         self._outcome_ready = asyncio.Event()
@@ -201,9 +205,9 @@ class DeliveryWorker:
                 # Claim in batches: with work in hand, wait until a good share of the room is
                 # free rather than run one claim transaction per finished delivery.
                 if room >= self._claim_batch or (room > 0 and not self._holding()):
-                    claimed = await self._claim(room)
-                    if claimed and self._room() >= self._claim_batch:
-                        continue  # there may be more due right now
+                    await self._claim(room)
+                    if self._more_due and self._room() >= self._claim_batch:
+                        continue
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(
                         self._attention.wait(), self.settings.delivery_poll_interval_seconds
@@ -232,26 +236,25 @@ class DeliveryWorker:
     def _room(self) -> int:
         return PREFETCH * self._concurrency - self._holding()
 
-    async def _claim(self, room: int) -> int:
+    async def _claim(self, room: int) -> None:
         dispatcher = self._dispatcher
-        saturated = PREFETCH * dispatcher.per_target
-        full = [
-            webhook_id
-            for target in dispatcher.targets.values()
-            if dispatcher.held(target) >= saturated
-            for webhook_id in target.webhook_ids
-        ]
+        full = [t for t in dispatcher.targets.values() if dispatcher.held(t) >= self._saturated]
+        self._left_out = {target.key for target in full}
         try:
-            claimed = await service.claim_due_deliveries(
-                self.database, limit=room, lease=self.lease, exclude_webhooks=full
+            claim = await service.claim_due_deliveries(
+                self.database,
+                limit=room,
+                lease=self.lease,
+                exclude_webhooks=[webhook_id for t in full for webhook_id in t.webhook_ids],
             )
         except Exception:
             log.exception("delivery_claim_failed")
-            return 0
-        for delivery in claimed:
+            self._more_due = False  # the poll tries again
+            return
+        self._more_due = claim.more_due
+        for delivery in claim.deliveries:
             if delivery.target is not None:  # None: the webhook was deleted, and its delivery
                 dispatcher.add(delivery, delivery.target.target_url)
-        return len(claimed)
 
     async def _give_back_stale(self) -> None:
         if self._stale:
@@ -280,7 +283,13 @@ class DeliveryWorker:
                 log.exception("delivery_attempt_crashed", deliveryId=delivery.delivery_id)
             finally:
                 dispatcher.done(target)
-                if self._room() >= self._claim_batch:
+                # Claim again when room is made and there may be more due: the last claim was
+                # full, or it left out this target, which has now fallen below the mark.
+                # (Otherwise new deliveries announce themselves, and retries are polled for.)
+                if self._room() >= self._claim_batch and (
+                    self._more_due
+                    or (target.key in self._left_out and dispatcher.held(target) < self._saturated)
+                ):
                     self._attention.set()
 
     async def _attempt(self, delivery: ClaimedDelivery) -> Outcome:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import base64
 import secrets
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
+from typing import NamedTuple, cast
 
 from sqlalchemy import Table, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -145,8 +144,7 @@ async def rotate_secret(session: AsyncSession, *, customer_id: int, webhook_id: 
 # --- what the delivery engine needs from webhooks ---------------------------------------------
 
 
-@dataclass(frozen=True)
-class DeliveryTarget:
+class DeliveryTarget(NamedTuple):
     webhook_id: int
     target_url: str
     is_active: bool
