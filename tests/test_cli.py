@@ -123,6 +123,9 @@ def test_clients_create_scopes(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "root" in bad.stderr
     missing = run_tucano("clients", "create", cwd=tmp_path)
     assert missing.returncode != 0
+    too_large = run_tucano("clients", "create", "--customer-id", str(2**63), cwd=tmp_path)
+    assert too_large.returncode == 2
+    assert "--customer-id" in too_large.stderr and "Traceback" not in too_large.stderr
 
 
 def test_migrate_is_idempotent(tmp_path: Path) -> None:

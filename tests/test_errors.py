@@ -100,7 +100,12 @@ async def test_token_endpoint_body_is_limited_too(service: RunningService) -> No
         content=b"grant_type=" + b"a" * (2 * 1024 * 1024),
         headers={"content-type": "application/x-www-form-urlencoded"},
     )
-    assert_error_body(response, 413)
+    # The token endpoint's errors are RFC 6749's (5.2), this one too.
+    assert response.status_code == 413
+    body = response.json()
+    assert set(body) == {"error", "error_description"}
+    assert body["error"] == "invalid_request"
+    assert "1048576 bytes" in body["error_description"]
 
 
 async def test_transaction_id_is_echoed_and_put_in_errors(merchant: Merchant) -> None:
@@ -169,6 +174,8 @@ async def test_nul_characters_are_refused_in_bodies_and_queries(merchant: Mercha
     response = await merchant.post(
         "/webhook/v1/create", content=body, headers={"content-type": "application/json"}
     )
-    assert_error_body(response, 400, ErrorCode.MALFORMED_BODY)
+    # Valid JSON holding what no field may: an invalid parameter, named.
+    error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+    assert error["errors"] == ["targetUrl must not contain the NUL character (\\u0000)"]
     response = await merchant.get("/webhook/v1/list?eventType=PIX%00")
     assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)

@@ -12,6 +12,9 @@ import typer
 
 from tucano.config import ConfigurationError, Settings, load_settings
 
+# Ids are 64-bit signed integers in the database.
+MAX_ID = 2**63 - 1
+
 app = typer.Typer(
     name="tucano",
     help="Tucano: payments API for Brazil (webhooks and payment links).",
@@ -129,10 +132,11 @@ def migrate_command() -> None:
 @clients_app.command("create")
 def create_client_command(
     customer_id: Annotated[
-        int, typer.Option("--customer-id", help="Customer the client acts for.", min=1)
+        int,
+        typer.Option("--customer-id", help="Customer the client acts for.", min=1, max=MAX_ID),
     ],
     partner_id: Annotated[
-        int | None, typer.Option("--partner-id", help="Partner, if any.", min=1)
+        int | None, typer.Option("--partner-id", help="Partner, if any.", min=1, max=MAX_ID)
     ] = None,
     scope: Annotated[
         list[str] | None,

@@ -14,12 +14,14 @@ from typing import Any
 
 import structlog
 from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tucano.errors import ErrorCode, error_response
 
 log = structlog.get_logger("tucano.request")
 
+OAUTH_PREFIX = "/oauth/"
 _SAFE_TRANSACTION_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 
 
@@ -74,7 +76,16 @@ class EdgeMiddleware:
             return message
 
         async def answer(code: ErrorCode, *errors: str) -> None:
-            await error_response(code, transaction_id, errors=errors)(scope, receive, send_with_id)
+            if code is ErrorCode.PAYLOAD_TOO_LARGE and scope["path"].startswith(OAUTH_PREFIX):
+                # The token endpoint answers every client error the RFC 6749 (5.2) way.
+                response: Response = JSONResponse(
+                    {"error": "invalid_request", "error_description": errors[0]},
+                    status_code=413,
+                    headers={"Cache-Control": "no-store"},
+                )
+            else:
+                response = error_response(code, transaction_id, errors=errors)
+            await response(scope, receive, send_with_id)
 
         try:
             declared = headers.get("content-length")

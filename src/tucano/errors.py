@@ -27,7 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Match
 
 from tucano.clock import clock, format_utc
-from tucano.wire import ApiModel, json_response
+from tucano.wire import ApiModel, InvalidBodyField, json_response
 
 log = structlog.get_logger("tucano.errors")
 
@@ -317,7 +317,9 @@ def install_error_handlers(app: FastAPI) -> None:
         code = by_status.get(exc.status_code, ErrorCode.UNEXPECTED)
         errors: list[str] = []
         headers = dict(exc.headers or {})
-        if exc.status_code == 404:
+        if isinstance(exc, InvalidBodyField):
+            code, errors = ErrorCode.INVALID_PARAMETERS, [str(exc.detail)]
+        elif exc.status_code == 404:
             errors = [f"{request.method} {request.url.path[:200]} is not a route of this service"]
         elif exc.status_code == 405:
             errors = [f"{request.method} is not allowed on {request.url.path[:200]}"]

@@ -4,12 +4,14 @@ error responses documented on each operation."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
 from starlette.convertors import StringConvertor, register_url_convertor
 
 from tucano.errors import AppError, BadRequest, ErrorBody, ErrorCode
+from tucano.wire import parse_uuid
 
 TRANSACTION_ID_HEADER = "x-transaction-id"
 
@@ -73,11 +75,9 @@ async def required_transaction_id(
             code=ErrorCode.INVALID_TRANSACTION_ID,
         )
     try:
-        return uuid.UUID(x_transaction_id.strip())
-    except ValueError:
-        raise BadRequest(
-            "x-transaction-id must be a UUID", code=ErrorCode.INVALID_TRANSACTION_ID
-        ) from None
+        return parse_uuid(x_transaction_id.strip())
+    except ValueError as exc:
+        raise BadRequest(f"x-transaction-id {exc}", code=ErrorCode.INVALID_TRANSACTION_ID) from None
 
 
 RequiredTransactionId = Annotated[uuid.UUID, Depends(required_transaction_id)]
@@ -98,3 +98,37 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         status: {"model": ErrorBody, "description": descriptions.get(status, "Error.")}
         for status in (*statuses, 500)
     }
+
+
+def preferred_media_type(accept: str, offered: Sequence[str]) -> str:
+    """The one of `offered` (the first is the default) that an Accept header prefers, by
+    quality (RFC 9110 12.5.1): the most specific matching range sets each type's quality, and a
+    tie goes to the type the header names first. An empty or unmatched header gets the default."""
+    ranges = []
+    for position, part in enumerate(accept.lower().split(",")):
+        media, *params = (p.strip() for p in part.split(";"))
+        if "/" not in media:
+            continue
+        quality = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        ranges.append((media, quality, position))
+    best, best_key = offered[0], (0.0, 0)
+    for candidate in offered:
+        kind = candidate.split("/")[0]
+        matches = [
+            (3 if media == candidate else 2 if media == f"{kind}/*" else 1, quality, position)
+            for media, quality, position in ranges
+            if media in (candidate, f"{kind}/*", "*/*")
+        ]
+        if not matches:
+            continue
+        _, quality, position = max(matches)
+        if quality > 0 and (quality, -position) > best_key:
+            best, best_key = candidate, (quality, -position)
+    return best

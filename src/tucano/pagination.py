@@ -8,7 +8,7 @@ from typing import Annotated, Generic, TypeVar
 
 from fastapi import Depends, Query
 
-from tucano.wire import ApiModel
+from tucano.wire import ApiModel, WholeNumber
 
 T = TypeVar("T")
 
@@ -54,10 +54,11 @@ class PageRequest:
 
 async def page_request(
     page: Annotated[
-        int, Query(ge=0, le=MAX_PAGE_NUMBER, description="Zero-based page number.")
+        WholeNumber, Query(ge=0, le=MAX_PAGE_NUMBER, description="Zero-based page number.")
     ] = 0,
     size: Annotated[
-        int, Query(ge=1, le=MAX_PAGE_SIZE, description=f"Page size, 1 to {MAX_PAGE_SIZE}.")
+        WholeNumber,
+        Query(ge=1, le=MAX_PAGE_SIZE, description=f"Page size, 1 to {MAX_PAGE_SIZE}."),
     ] = 20,
 ) -> PageRequest:
     return PageRequest(page=page, size=size)

@@ -9,6 +9,7 @@ as a JSON number exactly as the Decimal reads (`10.50` stays `10.50`) and a date
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Callable, Coroutine
 from datetime import date, datetime
@@ -18,8 +19,16 @@ from typing import Annotated, Any
 import orjson
 from fastapi import Request
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    PlainSerializer,
+)
 from pydantic.alias_generators import to_camel
+from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from tucano.clock import end_of_day, format_utc, start_of_day, to_millis
@@ -29,24 +38,49 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a valid JSON number")
 
 
-def _refuse_nul(value: Any) -> None:
-    # PostgreSQL text cannot hold U+0000, and no field of this API has a use for it.
+def _nul_at(value: Any, path: str) -> str | None:
+    """Where the first NUL character is (a field path such as `payload.receiver.name`), if any."""
     if isinstance(value, str):
-        if "\x00" in value:
-            raise ValueError("a JSON string contains the NUL character (\\u0000)")
-    elif isinstance(value, dict):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
         for key, item in value.items():
-            _refuse_nul(key)
-            _refuse_nul(item)
+            where = f"{path}.{key}" if path else str(key)
+            if "\x00" in str(key):
+                return where
+            found = _nul_at(item, where)
+            if found is not None:
+                return found
     elif isinstance(value, list):
-        for item in value:
-            _refuse_nul(item)
+        for index, item in enumerate(value):
+            found = _nul_at(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+class InvalidBodyField(HTTPException):
+    """A JSON body that parses but holds what no field may: answered as an invalid parameter
+    (400, errorCode 36) naming the field, not as malformed JSON."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(400, problem)
+
+
+def _parse_int(text: str) -> int | Decimal:
+    # Python refuses to turn more than 4300 digits into an int; a Decimal lets the field's own
+    # rule (a maximum, or an integer type) refuse it by name.
+    return int(text) if len(text) <= 4000 else Decimal(text)
 
 
 def loads(body: bytes | str) -> Any:
-    """Parse JSON with fractional numbers as Decimal; refuse NaN, Infinity and NUL characters."""
-    document = json.loads(body, parse_float=Decimal, parse_constant=_refuse_constant)
-    _refuse_nul(document)
+    """Parse JSON with fractional numbers as Decimal; refuse NaN and Infinity (as malformed)
+    and NUL characters (PostgreSQL text cannot hold U+0000, and no field has a use for it)."""
+    document = json.loads(
+        body, parse_float=Decimal, parse_int=_parse_int, parse_constant=_refuse_constant
+    )
+    where = _nul_at(document, "")
+    if where is not None:
+        raise InvalidBodyField(f"{where or 'body'} must not contain the NUL character (\\u0000)")
     return document
 
 
@@ -108,8 +142,55 @@ class DecimalJSONRoute(APIRoute):
         return decimal_handler
 
 
+def _digits_only(value: Any) -> Any:
+    if isinstance(value, str) and not _DIGITS.fullmatch(value):
+        raise ValueError("must be an integer written in plain digits (0-9)")
+    return value
+
+
+_DIGITS = re.compile(r"-?[0-9]{1,4000}")
+
+# An integer in a path or query string, written in plain digits (a minus allowed, for the range
+# check to name): not 1_0, +1, " 1" or 5.0, which the lax parsing of integers would otherwise take.
+WholeNumber = Annotated[int, BeforeValidator(_digits_only)]
+
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def parse_uuid(text: str) -> uuid.UUID:
+    """A UUID in its one canonical spelling (8-4-4-4-12 hex digits); ValueError otherwise.
+    Python's own parser also takes braces, `urn:uuid:` and no dashes, spellings a client would
+    then not see echoed back as it sent them."""
+    if not _UUID.fullmatch(text):
+        raise ValueError("must be a UUID such as 4f3c9b4e-8f5a-4c1e-9a53-2f1d2b6c7e10")
+    return uuid.UUID(text)
+
+
+def _canonical_uuid(value: Any) -> Any:
+    return parse_uuid(value) if isinstance(value, str) else value
+
+
+CanonicalUUID = Annotated[uuid.UUID, BeforeValidator(_canonical_uuid)]
+
+
 # A datetime that leaves as ISO 8601 UTC with milliseconds, in JSON and in Python dumps alike.
 UtcTimestamp = Annotated[datetime, PlainSerializer(format_utc, return_type=str)]
+
+
+def in_utc(moment: datetime) -> datetime:
+    """An instant given with any offset, in UTC to the millisecond; a ValueError (a 400 naming
+    the field) when UTC cannot hold it, as 0001-01-01T00:00:00+01:00 cannot."""
+    try:
+        return to_millis(moment)
+    except OverflowError:
+        raise ValueError("is out of range once converted to UTC") from None
+
+
+# A timestamp as received: ISO 8601 with an offset, kept in UTC, given back like UtcTimestamp.
+ReceivedTimestamp = Annotated[
+    AwareDatetime, AfterValidator(in_utc), PlainSerializer(format_utc, return_type=str)
+]
 
 
 class ApiModel(BaseModel):
@@ -142,7 +223,7 @@ def _timestamp_parser(*, end_of_range: bool) -> Any:
                     "must be an ISO 8601 timestamp such as 2026-01-15T10:30:00.000Z"
                 ) from None
             # No offset given: the interface is UTC throughout, so read it as UTC.
-            return to_millis(moment)
+            return in_utc(moment)
         return value
 
     return parse

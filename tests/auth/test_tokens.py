@@ -51,6 +51,19 @@ def test_keys_are_separated_by_purpose() -> None:
         decode_access_token(token, key=KEY, now=NOW)
 
 
+@pytest.mark.parametrize("customer_id", [0, -1, 2**63, True])
+def test_a_token_whose_customer_is_no_valid_id_is_refused(customer_id: int) -> None:
+    # Only a holder of the key could make one; it is still refused rather than trusted.
+    token = encode_access_token(
+        Principal("tci_abc", customer_id, None, frozenset()),
+        key=KEY,
+        now=NOW,
+        ttl=timedelta(hours=1),
+    )
+    with pytest.raises(InvalidToken):
+        decode_access_token(token, key=KEY, now=NOW)
+
+
 @given(position=st.integers(min_value=0), char=st.sampled_from("AbZ09-_"))
 def test_any_change_to_a_token_is_detected(position: int, char: str) -> None:
     token = encode_access_token(

@@ -287,6 +287,27 @@ async def test_the_events_endpoint_validates_payloads(
 
 
 @pytest.mark.parametrize(
+    "moment", ["0001-01-01T00:00:00.000+01:00", "9999-12-31T23:59:59.999-01:00"]
+)
+async def test_an_event_date_utc_cannot_hold_is_refused(
+    merchant: Merchant, publisher: Merchant, moment: str
+) -> None:
+    response = await publisher.post(
+        "/internal/v1/events",
+        content=wire.dumps(
+            {
+                "eventType": "PIX_OUTBOUND",
+                "customerId": merchant.customer_id,
+                "payload": pix_outbound(transferDate=moment),
+            }
+        ),
+        headers={"content-type": "application/json"},
+    )
+    errors = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)["errors"]
+    assert errors == ["payload.transferDate is out of range once converted to UTC"], errors
+
+
+@pytest.mark.parametrize(
     ("body", "message"),
     [
         ({"eventType": "NOPE", "customerId": 1, "payload": {}}, "eventType must be one of"),
@@ -440,6 +461,10 @@ async def test_empty_results_are_the_empty_page(merchant: Merchant) -> None:
             "startDate must not be after endDate",
         ),
         ({"size": 500}, "size must be less than or equal to 100"),
+        # Instants UTC cannot hold once their offset is applied.
+        ({"startDate": "0001-01-01T00:00:00+01:00"}, "startDate is out of range"),
+        ({"endDate": "9999-12-31T23:59:59-01:00"}, "endDate is out of range"),
+        ({"webhookId": "1_0"}, "webhookId must be an integer"),
     ],
 )
 async def test_results_refuse_bad_filters(
@@ -514,6 +539,29 @@ async def test_a_webhook_deactivated_while_retrying_gets_no_more_attempts(
     assert "inactive" in records[0]["errorMessage"]
     await asyncio.sleep(1)
     assert len(receiver.at("/stop")) == 1
+
+
+async def test_deleting_a_webhook_ends_its_pending_retries_in_the_history(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    # 503 with Retry-After: the retry waits two seconds, time to delete the webhook.
+    receiver.behaviours["/gone"] = always(503, **{"Retry-After": "2"})
+    webhook = await register(merchant, receiver, "/gone")
+    accepted = await publish(publisher, merchant.customer_id)
+    await receiver.wait_for("/gone", 1)
+    await results_for(merchant, 1, webhookId=webhook["webhookId"])
+    response = await merchant.delete(f"/webhook/v1/{webhook['webhookId']}")
+    assert response.status_code == 204
+
+    records = (await results(merchant, webhookId=webhook["webhookId"]))["content"]
+    assert [r["status"] for r in records] == ["FAILED", "PENDING_RETRY"]
+    assert records[0]["attempt"] == 2 and records[0]["eventId"] == accepted["eventId"]
+    assert records[0]["errorMessage"] == (
+        "not sent: the webhook was deleted; this delivery is cancelled"
+    )
+    assert records[0]["httpStatus"] is None and records[0]["nextAttemptAt"] is None
+    await asyncio.sleep(2.5)
+    assert len(receiver.at("/gone")) == 1
 
 
 async def test_a_webhook_failing_for_the_whole_period_is_deactivated_visibly(

@@ -247,7 +247,19 @@ async def test_integral_amounts_come_back_with_two_decimals(merchant: Merchant) 
     assert b'"amount":25.00' in response.content
 
 
-@pytest.mark.parametrize("header", [None, "", "not-a-uuid", "1234"])
+# Only the canonical spelling: others would not be echoed back as sent.
+@pytest.mark.parametrize(
+    "header",
+    [
+        None,
+        "",
+        "not-a-uuid",
+        "1234",
+        "{db58d49a-e486-419f-b905-233df3dd61eb}",
+        "urn:uuid:db58d49a-e486-419f-b905-233df3dd61eb",
+        "db58d49ae486419fb905233df3dd61eb",
+    ],
+)
 async def test_x_transaction_id_is_required_and_a_uuid(
     merchant: Merchant, header: str | None
 ) -> None:
@@ -313,7 +325,16 @@ async def test_details_answer_the_link(merchant: Merchant) -> None:
     assert response.json() == created
 
 
-@pytest.mark.parametrize("bad", ["not-a-uuid", "123", "00000000-0000-0000-0000-00000000000g"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "not-a-uuid",
+        "123",
+        "00000000-0000-0000-0000-00000000000g",
+        "db58d49ae486419fb905233df3dd61eb",
+        "urn:uuid:db58d49a-e486-419f-b905-233df3dd61eb",
+    ],
+)
 async def test_a_bad_uuid_is_a_400(merchant: Merchant, bad: str) -> None:
     error = assert_error_body(await merchant.get(f"{BASE}/{bad}", headers=tx()), 400)
     assert error["errors"][0].startswith("linkPaymentUuid must be a UUID")

@@ -331,6 +331,10 @@ async def test_list_filters_by_event_type(merchant: Merchant) -> None:
         ({"page": "1.5"}, "page must be an integer"),
         ({"page": 2**31}, "page must be less than or equal to 2147483647"),
         ({"page": 10**40}, "page must be less than or equal to"),
+        # Only plain digits: what lax integer parsing would read as 10, 1 and 5.
+        ({"size": "1_0"}, "size must be an integer"),
+        ({"page": "+1"}, "page must be an integer"),
+        ({"size": "5.0"}, "size must be an integer"),
         ({"eventType": "NOPE"}, "eventType must be one of"),
     ],
 )
@@ -430,7 +434,7 @@ async def test_delete_answers_204_without_body_and_the_webhook_is_gone(merchant:
 # --- ids and other customers ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad_id", ["abc", "0", "-1", "1.5", str(2**63)])
+@pytest.mark.parametrize("bad_id", ["abc", "0", "-1", "1.5", str(2**63), "1_0", "+1", "%201"])
 async def test_a_bad_id_is_a_400(merchant: Merchant, bad_id: str) -> None:
     error = assert_error_body(await merchant.get(f"/webhook/v1/{bad_id}"), 400)
     assert error["errors"][0].startswith("id ")

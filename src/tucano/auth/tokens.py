@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
+from typing import TypeGuard
 
 import jwt
 
@@ -79,6 +80,10 @@ def decode_access_token(token: str, *, key: bytes, now: datetime) -> Principal:
     return principal
 
 
+def _is_id(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value < 2**63
+
+
 @lru_cache(maxsize=4096)
 def _verified(token: str, key: bytes) -> tuple[Principal, int]:
     """Signature and claims of a token, checked once: a client sends the same token for an
@@ -101,11 +106,7 @@ def _verified(token: str, key: bytes) -> tuple[Principal, int]:
     except jwt.InvalidTokenError as exc:
         raise InvalidToken("the access token is malformed or its signature is invalid") from exc
     exp, cid, pid = claims.get("exp"), claims.get("cid"), claims.get("pid")
-    if (
-        not isinstance(exp, int)
-        or not isinstance(cid, int)
-        or not (pid is None or isinstance(pid, int))
-    ):
+    if not isinstance(exp, int) or not _is_id(cid) or not (pid is None or _is_id(pid)):
         raise InvalidToken("the access token is malformed or its signature is invalid")
     scope = claims.get("scope", "")
     principal = Principal(

@@ -26,7 +26,7 @@ from tucano.webhooks.events import EventType
 from tucano.webhooks.payloads import PAYLOAD_MODELS
 from tucano.webhooks.samples import sample_payload
 from tucano.webhooks.schemas import MAX_ID
-from tucano.wire import DecimalJSONRoute, RangeEnd, RangeStart, json_response
+from tucano.wire import DecimalJSONRoute, RangeEnd, RangeStart, WholeNumber, json_response
 
 router = APIRouter(
     prefix="/webhook/v1",
@@ -49,7 +49,7 @@ async def list_results(
     session: ReadSessionDep,
     page: PageParams,
     event_type: Annotated[EventType | None, Query(alias="eventType")] = None,
-    webhook_id: Annotated[int | None, Query(alias="webhookId", ge=1, le=MAX_ID)] = None,
+    webhook_id: Annotated[WholeNumber | None, Query(alias="webhookId", ge=1, le=MAX_ID)] = None,
     status: Annotated[ResultStatusName | None, Query()] = None,
     start_date: Annotated[
         RangeStart | None,
@@ -87,7 +87,7 @@ async def list_results(
 async def redeliver(
     caller: WebhookWriter,
     _json: JsonContent,
-    webhook_id: Annotated[int, Path(alias="id", ge=1, le=MAX_ID)],
+    webhook_id: Annotated[WholeNumber, Path(alias="id", ge=1, le=MAX_ID)],
     body: Redelivery,
     session: SessionDep,
 ) -> Response:

@@ -216,6 +216,52 @@ async def redeliver(
     return event
 
 
+async def cancel_deliveries_to(
+    session: AsyncSession, *, customer_id: int, webhook_id: int, target_url: str, reason: str
+) -> int:
+    """Take every pending delivery to one of the customer's webhooks off the queue, each recorded
+    as an attempt that was not sent (FAILED, with `reason`), so its history ends in words rather
+    than at a retry that never comes. Returns how many there were."""
+    now = clock.now()
+    d = _DELIVERIES.c
+    pending = list(
+        await session.execute(
+            select(d.id, d.event_id, d.attempts, _EVENTS.c.event_type)
+            .join(_EVENTS, _EVENTS.c.id == d.event_id)
+            .where(d.webhook_id == webhook_id, d.customer_id == customer_id)
+        )
+    )
+    if not pending:
+        return 0
+    await insert_many(
+        session,
+        _RESULTS,
+        [
+            {
+                "delivery_id": delivery_id,
+                "customer_id": customer_id,
+                "webhook_id": webhook_id,
+                "event_id": event_id,
+                "event_type": event_type,
+                "target_url": target_url,
+                "attempt": attempts + 1,
+                "status": ResultStatus.FAILED,
+                "http_status": None,
+                "response_body": None,
+                "error_message": reason,
+                "duration_ms": 0,
+                "attempted_at": now,
+                "next_attempt_at": None,
+            }
+            for delivery_id, event_id, attempts, event_type in pending
+        ],
+    )
+    await session.execute(
+        delete(_DELIVERIES).where(d.id.in_([delivery_id for delivery_id, *_ in pending]))
+    )
+    return len(pending)
+
+
 # --- the worker's side ----------------------------------------------------------------------
 #
 # Claiming, recording and releasing are the queue's own operations, not part of any business

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Annotated
@@ -17,7 +16,7 @@ from tucano.auth.deps import PaymentLinkReader, PaymentLinkWriter
 from tucano.clock import clock
 from tucano.db import Database, ReadSessionDep, SessionDep
 from tucano.errors import BadRequest
-from tucano.http import JsonContent, RequiredTransactionId, error_responses
+from tucano.http import JsonContent, RequiredTransactionId, error_responses, preferred_media_type
 from tucano.pagination import Page, PageParams
 from tucano.payment_links import service
 from tucano.payment_links.models import Payment, PaymentLink
@@ -29,7 +28,7 @@ from tucano.payment_links.schemas import (
     StatusName,
     present_link,
 )
-from tucano.wire import DecimalJSONRoute, RangeEnd, RangeStart, json_response
+from tucano.wire import CanonicalUUID, DecimalJSONRoute, RangeEnd, RangeStart, json_response
 
 
 class _LinkUuidConvertor(StringConvertor):
@@ -184,7 +183,10 @@ async def report_payment_links(
     request: Request,
     session: ReadSessionDep,
 ) -> Response:
-    if "text/csv" in request.headers.get("accept", "").lower():
+    wanted = preferred_media_type(
+        request.headers.get("accept", ""), ["application/json", "text/csv"]
+    )
+    if wanted == "text/csv":
         database: Database = request.app.state.database
         customer_id = caller.customer_id
 
@@ -214,7 +216,7 @@ async def report_payment_links(
 async def get_payment_link(
     caller: PaymentLinkReader,
     _transaction_id: RequiredTransactionId,
-    link_uuid: Annotated[uuid.UUID, Path(alias="linkPaymentUuid")],
+    link_uuid: Annotated[CanonicalUUID, Path(alias="linkPaymentUuid")],
     request: Request,
     session: ReadSessionDep,
 ) -> Response:

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, ConfigDict, Field, PlainSerializer, StrictInt
+from pydantic import ConfigDict, Field, StrictInt
 
-from tucano.clock import format_utc
 from tucano.money import Money
 from tucano.webhooks.events import EventType
-from tucano.wire import ApiModel
+from tucano.wire import ApiModel, ReceivedTimestamp
 
-Timestamp = Annotated[AwareDatetime, PlainSerializer(format_utc, return_type=str)]
+Timestamp = ReceivedTimestamp
 Text = Annotated[str, Field(min_length=1, max_length=200)]
 OptionalText = Annotated[str | None, Field(default=None, max_length=200)]
 EndToEndId = Annotated[

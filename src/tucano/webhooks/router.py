@@ -10,6 +10,7 @@ from starlette.responses import Response
 from tucano.auth.deps import WebhookReader, WebhookWriter
 from tucano.clock import clock
 from tucano.db import ReadSessionDep, SessionDep
+from tucano.deliveries import service as deliveries
 from tucano.http import JsonContent, error_responses, optional_transaction_id
 from tucano.pagination import Page, PageParams
 from tucano.webhooks import service
@@ -23,7 +24,7 @@ from tucano.webhooks.schemas import (
     WebhookSecret,
     WebhookUpdate,
 )
-from tucano.wire import DecimalJSONRoute, json_response
+from tucano.wire import DecimalJSONRoute, WholeNumber, json_response
 
 router = APIRouter(
     prefix="/webhook/v1",
@@ -32,7 +33,7 @@ router = APIRouter(
     dependencies=[Depends(optional_transaction_id)],
 )
 
-WebhookId = Annotated[int, Path(alias="id", ge=1, le=MAX_ID, description="The webhookId.")]
+WebhookId = Annotated[WholeNumber, Path(alias="id", ge=1, le=MAX_ID, description="The webhookId.")]
 
 
 @router.get(
@@ -128,6 +129,16 @@ async def update_webhook(
 async def delete_webhook(
     caller: WebhookWriter, webhook_id: WebhookId, session: SessionDep
 ) -> Response:
+    webhook = await service.get_webhook(
+        session, customer_id=caller.customer_id, webhook_id=webhook_id
+    )
+    await deliveries.cancel_deliveries_to(
+        session,
+        customer_id=caller.customer_id,
+        webhook_id=webhook_id,
+        target_url=webhook.target_url,
+        reason="not sent: the webhook was deleted; this delivery is cancelled",
+    )
     await service.delete_webhook(session, customer_id=caller.customer_id, webhook_id=webhook_id)
     await session.commit()
     return Response(status_code=204)
