@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import uuid
@@ -292,6 +293,21 @@ async def test_the_same_transaction_id_with_another_body_is_409(merchant: Mercha
     await post_link(merchant, new_link(), headers=headers)
     conflict = await post_link(merchant, new_link(amount=Decimal("151.00")), headers=headers)
     assert_error_body(conflict, 409, ErrorCode.IDEMPOTENCY_CONFLICT)
+    assert (await listing(merchant))["totalElements"] == 1
+
+
+async def test_racing_requests_with_one_transaction_id_make_one_link(merchant: Merchant) -> None:
+    headers = tx()
+    same = await asyncio.gather(
+        *(post_link(merchant, new_link(), headers=headers) for _ in range(6))
+    )
+    assert {r.status_code for r in same} == {200}
+    assert len({r.content for r in same}) == 1
+    other = await asyncio.gather(
+        *(post_link(merchant, new_link(amount=Decimal("7.00")), headers=headers) for _ in range(3))
+    )
+    for response in other:
+        assert_error_body(response, 409, ErrorCode.IDEMPOTENCY_CONFLICT)
     assert (await listing(merchant))["totalElements"] == 1
 
 

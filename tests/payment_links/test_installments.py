@@ -30,7 +30,7 @@ def test_the_real_split_always_adds_up_with_the_remainder_on_the_first(
 @given(cents, counts)
 def test_options_are_each_share_rounded_half_up_to_cents(amount_cents: int, count: int) -> None:
     amount = from_cents(amount_cents)
-    options = installment_options(amount, count)
+    options = installment_options(amount_cents, count)
     assert [n for n, _ in options] == list(range(1, count + 1))
     for n, each in options:
         exact = Decimal(amount_cents) / (100 * n)
@@ -40,9 +40,10 @@ def test_options_are_each_share_rounded_half_up_to_cents(amount_cents: int, coun
 
 
 def test_known_roundings() -> None:
-    assert installment_options(Decimal("100.00"), 3)[2] == (3, Decimal("33.33"))
-    assert installment_options(Decimal("0.05"), 2)[1] == (2, Decimal("0.03"))  # 0.025 half-up
-    assert installment_options(Decimal("10.00"), 6)[5] == (6, Decimal("1.67"))
+    assert installment_options(10000, 3)[2] == (3, Decimal("33.33"))
+    assert installment_options(5, 2)[1] == (2, Decimal("0.03"))  # 0.025 half-up
+    assert installment_options(1000, 6)[5] == (6, Decimal("1.67"))
+    assert installment_options(1, 2)[1] == (2, Decimal("0.01"))  # 0.005 half-up
     assert split_into_installments(10000, 3) == [3334, 3333, 3333]
     assert split_into_installments(5, 2) == [3, 2]
 

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from tucano.money import quantize_cents
+from tucano.money import from_cents
 
 MAX_INSTALLMENTS = 10
 
 
-def installment_options(amount: Decimal, max_installments: int) -> list[tuple[int, Decimal]]:
-    """(n, amount / n rounded half-up to cents) for n from 1 to `max_installments`."""
-    return [(n, quantize_cents(amount / n)) for n in range(1, max_installments + 1)]
+def installment_options(amount_cents: int, max_installments: int) -> list[tuple[int, Decimal]]:
+    """(n, amount / n rounded half-up to cents) for n from 1 to `max_installments`. In integer
+    cents: half-up of cents / n is (2 * cents + n) // (2 * n)."""
+    return [
+        (n, from_cents((2 * amount_cents + n) // (2 * n))) for n in range(1, max_installments + 1)
+    ]
 
 
 def split_into_installments(amount_cents: int, count: int) -> list[int]:

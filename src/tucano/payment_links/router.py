@@ -4,29 +4,27 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from sqlalchemy.exc import IntegrityError
 from starlette.convertors import StringConvertor, register_url_convertor
 from starlette.responses import Response, StreamingResponse
 
 from tucano import wire
 from tucano.auth.deps import PaymentLinkReader, PaymentLinkWriter
 from tucano.clock import clock
-from tucano.db import Database, ReadSessionDep, SessionDep
+from tucano.db import Database, ReadSessionDep
 from tucano.errors import BadRequest
 from tucano.http import JsonContent, RequiredTransactionId, error_responses, preferred_media_type
 from tucano.pagination import Page, PageParams
 from tucano.payment_links import service
-from tucano.payment_links.models import Payment, PaymentLink
 from tucano.payment_links.schemas import (
     PaymentLinkCreate,
     PaymentLinkOut,
     PaymentLinkReport,
     PaymentMethod,
     StatusName,
-    present_link,
+    link_document,
 )
 from tucano.wire import CanonicalUUID, DecimalJSONRoute, RangeEnd, RangeStart, json_response
 
@@ -79,14 +77,14 @@ async def link_filters(
 Filters = Annotated[service.LinkFilters, Depends(link_filters)]
 
 
-def _presenter(request: Request) -> Callable[[PaymentLink, Payment | None], PaymentLinkOut]:
+def _presenter(request: Request) -> Callable[[Any, Any], dict[str, Any]]:
     """Links as this request shows them: statuses at this moment, checkout URLs of this host."""
     now = clock.now()
     public_url = request.app.state.settings.public_url
     key = request.app.state.checkout_key
 
-    def present(link: PaymentLink, payment: Payment | None) -> PaymentLinkOut:
-        return present_link(link, payment, now=now, public_url=public_url, checkout_key=key)
+    def present(link: Any, payment: Any) -> dict[str, Any]:
+        return link_document(link, payment, now=now, public_url=public_url, checkout_key=key)
 
     return present
 
@@ -105,17 +103,9 @@ async def create_payment_link(
     _json: JsonContent,
     body: PaymentLinkCreate,
     request: Request,
-    session: SessionDep,
 ) -> Response:
     settings = request.app.state.settings
-    key = service.IdempotencyRef(
-        caller.customer_id, transaction_id, service.request_fingerprint(body)
-    )
-    replay = await service.find_replay(session, key)
-    if replay is not None:
-        return Response(replay, media_type="application/json")
-    link = await service.create_link(
-        session,
+    link = service.new_link(
         customer_id=caller.customer_id,
         data=body,
         autopay_delay=(
@@ -124,18 +114,15 @@ async def create_payment_link(
             else None
         ),
     )
-    rendered = wire.dumps(_presenter(request)(link, None))
-    try:
-        await service.remember_response(session, key, rendered)
-        await session.commit()
-    except IntegrityError:
-        # A concurrent request with the same x-transaction-id won: answer as it did.
-        await session.rollback()
-        replay = await service.find_replay(session, key)
-        if replay is None:
-            raise
-        return Response(replay, media_type="application/json")
-    return Response(rendered, media_type="application/json")
+    answer = await service.create_link(
+        request.app.state.database,
+        ref=service.IdempotencyRef(
+            caller.customer_id, transaction_id, service.request_fingerprint(body)
+        ),
+        link=link,
+        response=wire.dumps(_presenter(request)(link, None)),
+    )
+    return Response(answer, media_type="application/json")
 
 
 @router.get(
@@ -160,9 +147,7 @@ async def list_payment_links(
     )
     present = _presenter(request)
     content = [present(link, payment) for link, payment in rows]
-    return json_response(
-        Page[PaymentLinkOut].of(content, total=total, page=page.page, size=page.size)
-    )
+    return json_response(Page[Any].of(content, total=total, page=page.page, size=page.size))
 
 
 @router.get(
@@ -218,9 +203,8 @@ async def get_payment_link(
     _transaction_id: RequiredTransactionId,
     link_uuid: Annotated[CanonicalUUID, Path(alias="linkPaymentUuid")],
     request: Request,
-    session: ReadSessionDep,
 ) -> Response:
-    link, payment = await service.get_link(
-        session, customer_id=caller.customer_id, link_uuid=link_uuid
+    link, payment = await service.read_link(
+        request.app.state.database, customer_id=caller.customer_id, link_uuid=link_uuid
     )
-    return json_response(_presenter(request)(link, payment))
+    return Response(wire.dumps(_presenter(request)(link, payment)), media_type="application/json")

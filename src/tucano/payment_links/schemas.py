@@ -6,7 +6,8 @@ import uuid
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import IntEnum
-from typing import Annotated, Literal
+from functools import lru_cache
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field, StrictInt, StringConstraints, field_validator
 
@@ -14,7 +15,6 @@ from tucano.brazil.documents import parse_registration_number
 from tucano.money import Money, from_cents
 from tucano.payment_links.checkout_tokens import issue_checkout_token
 from tucano.payment_links.installments import MAX_INSTALLMENTS, installment_options
-from tucano.payment_links.models import Payment, PaymentLink
 from tucano.wire import ApiModel, UtcTimestamp
 
 StatusName = Literal["CREATED", "PAID", "EXPIRED"]
@@ -101,53 +101,89 @@ class PaymentLinkOut(ApiModel):
     payment: LinkPayment | None = Field(description="Set once the link is paid.")
 
 
-def status_at(link: PaymentLink, now: datetime) -> StatusName:
+class LinkFields(Protocol):
+    """What a link shows: a PaymentLink, or a row read with the same column names."""
+
+    uuid: uuid.UUID
+    payer_name: str
+    registration_number: str
+    amount_cents: int
+    numbers_installments: int
+    status: str
+    description: str | None
+    verification_token: int
+    user_reference: str | None
+    created_at: datetime
+    expiration_days: int
+    expires_at: datetime
+
+
+class PaymentFields(Protocol):
+    method: int
+    payment_id: str
+    payment_receipt: str
+    paid_at: datetime
+    installments: int
+    amount_cents: int
+
+
+def status_at(link: LinkFields, now: datetime) -> StatusName:
     """The status a reader sees: a CREATED link is EXPIRED from its expiration moment on."""
     if link.status == "PAID":
         return "PAID"
     return "EXPIRED" if now >= link.expires_at else "CREATED"
 
 
-def present_link(
-    link: PaymentLink,
-    payment: Payment | None,
+@lru_cache(maxsize=8192)
+def _checkout_url(public_url: str, link_uuid: uuid.UUID, expires_at: datetime, key: bytes) -> str:
+    # The token is the same on every read of a link: signed once, remembered.
+    token = issue_checkout_token(link_uuid, expires_at=expires_at, key=key)
+    return f"{public_url}/checkout/{link_uuid}?token={token}"
+
+
+def link_document(
+    link: LinkFields,
+    payment: PaymentFields | None,
     *,
     now: datetime,
     public_url: str,
     checkout_key: bytes,
-) -> PaymentLinkOut:
+) -> dict[str, Any]:
+    """A link as every operation answers it: the PaymentLinkOut shape, built as the JSON
+    document itself (Decimals and datetimes rendered by wire.dumps). Built directly rather than
+    through the model because it is on every create, read and list; a property test holds the two
+    to the same shape."""
     status = status_at(link, now)
-    amount = from_cents(link.amount_cents)
-    token = issue_checkout_token(link.uuid, expires_at=link.expires_at, key=checkout_key)
-    return PaymentLinkOut(
-        link_payment_uuid=link.uuid,
-        payer_name=link.payer_name,
-        registration_number=link.registration_number,
-        amount=amount,
-        numbers_installments=link.numbers_installments,
-        status=LinkStatus(code=STATUS_CODES[status], description=status),
-        url_payment=f"{public_url}/checkout/{link.uuid}?token={token}",
-        description=link.description,
-        verification_token=link.verification_token,
-        installments_options=[
-            InstallmentOption(number_installments=n, amount_installment=each)
-            for n, each in installment_options(amount, link.numbers_installments)
+    cents = link.amount_cents
+    return {
+        "linkPaymentUuid": str(link.uuid),
+        "payerName": link.payer_name,
+        "registrationNumber": link.registration_number,
+        "amount": from_cents(cents),
+        "numbersInstallments": link.numbers_installments,
+        "status": {"code": STATUS_CODES[status], "description": status},
+        "urlPayment": _checkout_url(public_url, link.uuid, link.expires_at, checkout_key),
+        "description": link.description,
+        "verificationToken": link.verification_token,
+        "installmentsOptions": [
+            {"numberInstallments": n, "amountInstallment": each}
+            for n, each in installment_options(cents, link.numbers_installments)
         ],
-        user_reference=link.user_reference,
-        creation_date=link.created_at,
-        expiration_days=link.expiration_days,
-        expiration_date=link.expires_at,
-        payment=None
+        "userReference": link.user_reference,
+        "creationDate": link.created_at,
+        "expirationDays": link.expiration_days,
+        "expirationDate": link.expires_at,
+        "payment": None
         if payment is None
-        else LinkPayment(
-            payment_method=payment.method,
-            payment_id=payment.payment_id,
-            payment_receipt=payment.payment_receipt,
-            payment_date=payment.paid_at,
-            installments=payment.installments,
-            amount=from_cents(payment.amount_cents),
-        ),
-    )
+        else {
+            "paymentMethod": payment.method,
+            "paymentId": payment.payment_id,
+            "paymentReceipt": payment.payment_receipt,
+            "paymentDate": payment.paid_at,
+            "installments": payment.installments,
+            "amount": from_cents(payment.amount_cents),
+        },
+    }
 
 
 def expiration_of(created_at: datetime, days: int) -> datetime:

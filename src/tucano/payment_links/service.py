@@ -11,15 +11,17 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple, cast
 
-from sqlalchemy import ColumnElement, Select, case, delete, func, select, update
+from sqlalchemy import ColumnElement, Select, Table, bindparam, case, delete, func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano import wire
 from tucano.brazil.documents import normalize_document
 from tucano.brazil.pix import SANDBOX_ISPB, new_end_to_end_id
 from tucano.clock import clock, format_utc
+from tucano.db import Database
 from tucano.deliveries import service as deliveries
 from tucano.errors import BadRequest, Conflict, ErrorCode, NotFound
 from tucano.money import from_cents, to_cents
@@ -61,6 +63,14 @@ class IdempotencyRef:
     fingerprint: str
 
 
+def _conflict() -> Conflict:
+    return Conflict(
+        ErrorCode.IDEMPOTENCY_CONFLICT,
+        "this x-transaction-id created a payment link with a different body in the last "
+        "24 hours; send a new UUID for a new link",
+    )
+
+
 async def find_replay(session: AsyncSession, ref: IdempotencyRef) -> bytes | None:
     """The stored answer for this x-transaction-id if it was used with the same request in the
     last 24 hours; 409 if it was used with another request; None if it is new."""
@@ -74,26 +84,18 @@ async def find_replay(session: AsyncSession, ref: IdempotencyRef) -> bytes | Non
     if stored is None:
         return None
     if stored.request_hash != ref.fingerprint:
-        raise Conflict(
-            ErrorCode.IDEMPOTENCY_CONFLICT,
-            "this x-transaction-id created a payment link with a different body in the last "
-            "24 hours; send a new UUID for a new link",
-        )
+        raise _conflict()
     return stored.response.encode()
 
 
-async def create_link(
-    session: AsyncSession,
-    *,
-    customer_id: int,
-    data: PaymentLinkCreate,
-    autopay_delay: timedelta | None,
+def new_link(
+    *, customer_id: int, data: PaymentLinkCreate, autopay_delay: timedelta | None
 ) -> PaymentLink:
-    """A new CREATED link. `autopay_delay` (sandbox only) schedules the automatic PIX payment
-    of a link whose amount ends in 01 cents."""
+    """A new CREATED link, not stored yet. `autopay_delay` (sandbox only) schedules the
+    automatic PIX payment of a link whose amount ends in 01 cents."""
     now = clock.now()
     cents = to_cents(data.amount)
-    link = PaymentLink(
+    return PaymentLink(
         uuid=uuid.uuid4(),
         customer_id=customer_id,
         payer_name=data.payer_name,
@@ -109,9 +111,100 @@ async def create_link(
         expires_at=expiration_of(now, data.expiration_days),
         autopay_at=now + autopay_delay if autopay_delay is not None and cents % 100 == 1 else None,
     )
-    session.add(link)
-    await session.flush()
-    return link
+
+
+# PostgreSQL: the idempotency key and the link in one statement (in autocommit, so atomic by
+# itself). The key goes in unless a live one holds its place (an expired one is taken over);
+# the link goes in only if the key did. No link: the caller reads what the key holds.
+_LINK_COLUMNS = (
+    "uuid",
+    "customer_id",
+    "payer_name",
+    "registration_number",
+    "amount_cents",
+    "numbers_installments",
+    "description",
+    "user_reference",
+    "expiration_days",
+    "verification_token",
+    "status",
+    "created_at",
+    "expires_at",
+    "autopay_at",
+)
+_CREATE_ON_POSTGRES = f"""
+WITH key AS (
+    INSERT INTO payment_link_idempotency_keys AS k
+        (customer_id, key, request_hash, response, created_at)
+    VALUES ($2, $15, $16, $17, $12)
+    ON CONFLICT (customer_id, key) DO UPDATE
+       SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response,
+           created_at = EXCLUDED.created_at
+     WHERE k.created_at <= $18
+    RETURNING 1
+), link AS (
+    INSERT INTO payment_links ({", ".join(_LINK_COLUMNS)})
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14
+     WHERE EXISTS (SELECT 1 FROM key)
+    RETURNING 1
+)
+SELECT count(*) FROM link
+"""  # noqa: S608 - our own column names
+_STORED_ANSWER = """
+SELECT request_hash, response FROM payment_link_idempotency_keys
+ WHERE customer_id = $1 AND key = $2 AND created_at > $3
+"""
+
+
+async def create_link(
+    database: Database, *, ref: IdempotencyRef, link: PaymentLink, response: bytes
+) -> bytes:
+    """Store `link` with `response` as the answer to its x-transaction-id, and return the
+    answer to send: `response`, or, when the x-transaction-id was used in the last 24 hours,
+    the answer it had then (409 if that was for a different request). One link per key, even
+    when requests with the same key race."""
+    window_start = link.created_at - IDEMPOTENCY_WINDOW
+    if database.dialect == "postgresql":
+        async with database.driver_connection() as connection:
+            created = await connection.fetchval(
+                _CREATE_ON_POSTGRES,
+                *(getattr(link, name) for name in _LINK_COLUMNS),
+                ref.key,
+                ref.fingerprint,
+                response.decode(),
+                window_start,
+            )
+            stored = (
+                None
+                if created
+                else await connection.fetchrow(
+                    _STORED_ANSWER, ref.customer_id, ref.key, window_start
+                )
+            )
+        if created:
+            return response
+        if stored is None:  # the key expired in between: a new request after all
+            return await create_link(database, ref=ref, link=link, response=response)
+        if stored["request_hash"] != ref.fingerprint:
+            raise _conflict()
+        return str(stored["response"]).encode()
+    async with database.session() as session:
+        replay = await find_replay(session, ref)
+        if replay is not None:
+            return replay
+        session.add(link)
+        await session.flush()
+        try:
+            await remember_response(session, ref, response)
+            await session.commit()
+        except IntegrityError:
+            # A concurrent request with the same x-transaction-id won: answer as it did.
+            await session.rollback()
+            replay = await find_replay(session, ref)
+            if replay is None:
+                raise
+            return replay
+    return response
 
 
 async def remember_response(session: AsyncSession, ref: IdempotencyRef, body: bytes) -> None:
@@ -150,7 +243,8 @@ async def prune_idempotency_keys(session: AsyncSession, *, now: datetime) -> int
 async def get_link(
     session: AsyncSession, *, customer_id: int, link_uuid: uuid.UUID
 ) -> tuple[PaymentLink, Payment | None]:
-    """The customer's link and its payment; another customer's link is answered as missing."""
+    """The customer's link and its payment, as ORM objects for a change in `session` (paying);
+    another customer's link is answered as missing."""
     row = (
         await session.execute(
             select(PaymentLink, Payment)
@@ -161,6 +255,64 @@ async def get_link(
     if row is None:
         raise NotFound(ErrorCode.PAYMENT_LINK_NOT_FOUND)
     return row[0], row[1]
+
+
+class PaymentView(NamedTuple):
+    """A link's payment as read for display (the PaymentFields of schemas)."""
+
+    method: int
+    payment_id: str
+    payment_receipt: str
+    paid_at: datetime
+    installments: int
+    amount_cents: int
+
+
+_LINKS = cast(Table, PaymentLink.__table__)
+_PAYMENTS = cast(Table, Payment.__table__)
+_PAYMENT_VIEW = (
+    _PAYMENTS.c.method,
+    _PAYMENTS.c.payment_id,
+    _PAYMENTS.c.payment_receipt,
+    _PAYMENTS.c.paid_at,
+    _PAYMENTS.c.installments,
+    _PAYMENTS.c.amount_cents.label("payment_amount_cents"),
+)
+# Built once: a read is the most frequent operation, and building and keying a statement costs
+# more than running it.
+_READ_LINK = (
+    select(*_LINKS.c, *_PAYMENT_VIEW)
+    .outerjoin(_PAYMENTS, _PAYMENTS.c.link_id == _LINKS.c.id)
+    .where(_LINKS.c.uuid == bindparam("link_uuid"), _LINKS.c.customer_id == bindparam("customer"))
+)
+
+
+def _payment_of(row: Any) -> PaymentView | None:
+    if row.payment_id is None:
+        return None
+    return PaymentView(
+        row.method,
+        row.payment_id,
+        row.payment_receipt,
+        row.paid_at,
+        row.installments,
+        row.payment_amount_cents,
+    )
+
+
+async def read_link(
+    database: Database, *, customer_id: int, link_uuid: uuid.UUID
+) -> tuple[Any, PaymentView | None]:
+    """The customer's link and its payment, for display (a row with the link's column names,
+    read without the ORM); another customer's link is answered as missing. Writers use
+    `get_link`."""
+    async with database.read_engine.connect() as connection:
+        row = (
+            await connection.execute(_READ_LINK, {"link_uuid": link_uuid, "customer": customer_id})
+        ).first()
+    if row is None:
+        raise NotFound(ErrorCode.PAYMENT_LINK_NOT_FOUND)
+    return row, _payment_of(row)
 
 
 @dataclass(frozen=True)
@@ -247,7 +399,9 @@ async def list_links(
     filters: LinkFilters,
     sort: Sequence[str],
     page: PageRequest,
-) -> tuple[list[tuple[PaymentLink, Payment | None]], int]:
+) -> tuple[list[tuple[Any, PaymentView | None]], int]:
+    """One page of the customer's matched links with their payments (rows with the links'
+    column names, as `read_link` gives), and how many links match in all."""
     now = clock.now()
     order = parse_sort(sort, now)
     matched = matched_links(customer_id, filters, now)
@@ -258,12 +412,12 @@ async def list_links(
         matched.add_columns(PaymentLink.id).order_by(*order).offset(page.offset).limit(page.size)
     ).subquery()
     rows = await session.execute(
-        select(PaymentLink, Payment)
-        .join(ids, ids.c.id == PaymentLink.id)
-        .outerjoin(Payment, Payment.link_id == PaymentLink.id)
+        select(*_LINKS.c, *_PAYMENT_VIEW)
+        .join(ids, ids.c.id == _LINKS.c.id)
+        .outerjoin(_PAYMENTS, _PAYMENTS.c.link_id == _LINKS.c.id)
         .order_by(*order)
     )
-    return [(link, payment) for link, payment in rows], total
+    return [(row, _payment_of(row)) for row in rows], total
 
 
 async def report(
