@@ -21,6 +21,7 @@ from tucano.db import Database
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.worker import DeliveryWorker
 from tucano.payment_links import service as payment_links
+from tucano.payment_links import totals as payment_link_totals
 from tucano.webhooks import service as webhooks
 
 log = structlog.get_logger("tucano.background")
@@ -54,11 +55,16 @@ def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
     async def autopay(session: AsyncSession) -> int:
         return await payment_links.run_due_autopayments(session)
 
+    async def fold_totals(session: AsyncSession) -> int:
+        return await payment_link_totals.fold_day_changes(session)
+
     every = settings.maintenance_interval_seconds
     jobs = [
         PeriodicJob("deactivate_failing_webhooks", every, deactivate_failing),
         PeriodicJob("prune_delivery_history", every, prune),
         PeriodicJob("prune_idempotency_keys", every, prune_keys),
+        # Often: readers add up the changes not folded yet, so fewer is cheaper for them.
+        PeriodicJob("fold_payment_link_totals", min(every, 2.0), fold_totals),
     ]
     if settings.is_sandbox:
         # Checked often enough that a payment is at most a fraction of its delay late.

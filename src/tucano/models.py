@@ -3,7 +3,13 @@
 from tucano.auth.models import ApiClient, InstanceSecret
 from tucano.db import Base
 from tucano.deliveries.models import Delivery, DeliveryResult, Event
-from tucano.payment_links.models import IdempotencyKey, Payment, PaymentLink
+from tucano.payment_links.models import (
+    IdempotencyKey,
+    LinkDayChange,
+    LinkDayTotal,
+    Payment,
+    PaymentLink,
+)
 from tucano.webhooks.models import Webhook
 
 metadata = Base.metadata
@@ -15,6 +21,8 @@ __all__ = [
     "Event",
     "IdempotencyKey",
     "InstanceSecret",
+    "LinkDayChange",
+    "LinkDayTotal",
     "Payment",
     "PaymentLink",
     "Webhook",

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import date, datetime
 
 from sqlalchemy import (
     BigInteger,
+    Date,
     ForeignKey,
     Index,
     Integer,
+    SmallInteger,
     String,
     Text,
     UniqueConstraint,
@@ -108,3 +110,37 @@ class IdempotencyKey(Base):
     request_hash: Mapped[str] = mapped_column(String(64))
     response: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class LinkDayTotal(Base):
+    """How many links a customer created on a UTC day, and for how much, by validity, stored
+    status and payment method: what lists count and reports add up instead of every link.
+    Kept exact by compacting LinkDayChange rows into it; a reader adds both."""
+
+    __tablename__ = "payment_link_day_totals"
+
+    customer_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    expiration_days: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    status: Mapped[str] = mapped_column(String(8), primary_key=True)  # CREATED or PAID
+    payment_method: Mapped[int] = mapped_column(SmallInteger, primary_key=True)  # 0: not paid
+    link_count: Mapped[int] = mapped_column(BigInteger)
+    amount_cents: Mapped[int] = mapped_column(BigInteger)
+
+
+class LinkDayChange(Base):
+    """A change to a LinkDayTotal, written in the transaction that makes it (a create adds one,
+    a payment moves one): an insert, so writers never wait on each other for a total's row.
+    A periodic job folds them into the totals."""
+
+    __tablename__ = "payment_link_day_changes"
+    __table_args__ = (Index("ix_payment_link_day_changes_customer_day", "customer_id", "day"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    customer_id: Mapped[int] = mapped_column(BigInteger)
+    day: Mapped[date] = mapped_column(Date)
+    expiration_days: Mapped[int] = mapped_column(SmallInteger)
+    status: Mapped[str] = mapped_column(String(8))
+    payment_method: Mapped[int] = mapped_column(SmallInteger)
+    link_count: Mapped[int] = mapped_column(Integer)
+    amount_cents: Mapped[int] = mapped_column(BigInteger)

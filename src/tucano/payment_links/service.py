@@ -10,10 +10,22 @@ import secrets
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, NamedTuple, cast
 
-from sqlalchemy import ColumnElement, Select, Table, bindparam, case, delete, func, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Table,
+    bindparam,
+    case,
+    delete,
+    func,
+    literal,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -26,6 +38,7 @@ from tucano.deliveries import service as deliveries
 from tucano.errors import BadRequest, Conflict, ErrorCode, NotFound
 from tucano.money import from_cents, to_cents
 from tucano.pagination import PageRequest
+from tucano.payment_links import totals
 from tucano.payment_links.installments import split_into_installments
 from tucano.payment_links.models import IdempotencyKey, Payment, PaymentLink
 from tucano.payment_links.schemas import (
@@ -147,6 +160,9 @@ WITH key AS (
     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14
      WHERE EXISTS (SELECT 1 FROM key)
     RETURNING 1
+), counted AS (
+    INSERT INTO payment_link_day_changes ({", ".join(totals.KEY)}, link_count, amount_cents)
+    SELECT $2, $19, $9, 'CREATED', {totals.UNPAID}, 1, $5 WHERE EXISTS (SELECT 1 FROM link)
 )
 SELECT count(*) FROM link
 """  # noqa: S608 - our own column names
@@ -173,6 +189,7 @@ async def create_link(
                 ref.fingerprint,
                 response.decode(),
                 window_start,
+                link.created_at.date(),  # created_at is UTC
             )
             stored = (
                 None
@@ -194,6 +211,7 @@ async def create_link(
             return replay
         session.add(link)
         await session.flush()
+        await totals.record_created(session, link)
         try:
             await remember_response(session, ref, response)
             await session.commit()
@@ -336,9 +354,8 @@ def effective_status(now: datetime) -> ColumnElement[str]:
 
 
 def matched_links(customer_id: int, filters: LinkFilters, now: datetime) -> Select[tuple[()]]:
-    """FROM and WHERE of the links a list or report covers. Payments are joined only when a
-    filter is about them (then inner: only paid links have one), so counts and totals can be
-    read from the links' index alone."""
+    """FROM and WHERE of the links a page or the CSV covers. Payments are joined only when a
+    filter is about them (then inner: only paid links have one)."""
     query = (
         select()
         .select_from(PaymentLink)
@@ -346,6 +363,7 @@ def matched_links(customer_id: int, filters: LinkFilters, now: datetime) -> Sele
             PaymentLink.customer_id == customer_id,
             PaymentLink.created_at >= filters.start,
             PaymentLink.created_at <= filters.end,
+            *_link_conditions(filters),
         )
     )
     if filters.status == "PAID":
@@ -354,16 +372,8 @@ def matched_links(customer_id: int, filters: LinkFilters, now: datetime) -> Sele
         query = query.where(PaymentLink.status == "CREATED", PaymentLink.expires_at > now)
     elif filters.status == "EXPIRED":
         query = query.where(PaymentLink.status == "CREATED", PaymentLink.expires_at <= now)
-    if filters.registration_number is not None:
-        query = query.where(
-            PaymentLink.registration_number == normalize_document(filters.registration_number)
-        )
-    if filters.user_reference is not None:
-        query = query.where(PaymentLink.user_reference == filters.user_reference)
     if filters.payment_receipt is not None or filters.payment_method is not None:
         query = query.join(Payment, Payment.link_id == PaymentLink.id)
-        if filters.payment_receipt is not None:
-            query = query.where(Payment.payment_receipt == filters.payment_receipt)
         if filters.payment_method is not None:
             query = query.where(Payment.method == filters.payment_method)
     return query
@@ -404,12 +414,15 @@ async def list_links(
     column names, as `read_link` gives), and how many links match in all."""
     now = clock.now()
     order = parse_sort(sort, now)
-    matched = matched_links(customer_id, filters, now)
-    total = await session.scalar(matched.add_columns(func.count())) or 0
+    total = sum(t.links for t in await tally(session, customer_id=customer_id, filters=filters))
     if page.offset >= total:
         return [], total
     ids = (
-        matched.add_columns(PaymentLink.id).order_by(*order).offset(page.offset).limit(page.size)
+        matched_links(customer_id, filters, now)
+        .add_columns(PaymentLink.id)
+        .order_by(*order)
+        .offset(page.offset)
+        .limit(page.size)
     ).subquery()
     rows = await session.execute(
         select(*_LINKS.c, *_PAYMENT_VIEW)
@@ -420,73 +433,167 @@ async def list_links(
     return [(row, _payment_of(row)) for row in rows], total
 
 
+class Tally(NamedTuple):
+    """Matched links of one UTC day, status (as seen now) and payment method (0: not paid)."""
+
+    day: date
+    status: str
+    method: int
+    links: int
+    cents: int
+
+
+async def tally(
+    session: AsyncSession, *, customer_id: int, filters: LinkFilters, now: datetime | None = None
+) -> list[Tally]:
+    """How many links match, and for how much, by day, status and method, in one statement.
+
+    With no filter that needs the links themselves (document, reference, receipt), whole days
+    come from the day totals (see totals.py) and only the parts of days at the ends of the range,
+    and the CREATED links whose group expires today, are read link by link: a year of a million
+    links is a few thousand total rows. Otherwise the matched links are read (their filters have
+    indexes of their own)."""
+    now = now or clock.now()
+    dialect = session.get_bind().dialect.name
+    links = _LINKS.c
+    parts: list[Select[Any]] = []
+    if (
+        filters.registration_number is None
+        and filters.user_reference is None
+        and filters.payment_receipt is None
+    ):
+        first, last = totals.full_days(filters.start, filters.end)
+        if first < last:
+            today = now.date()
+            parts += totals.total_parts(
+                dialect, customer_id=customer_id, first=first, last=last, today=today
+            )
+            # The CREATED links of groups that expire today (expires_at is in the index).
+            parts.append(
+                _read_links(
+                    dialect,
+                    customer_id,
+                    now,
+                    links.created_at >= totals.midnight(max(first, today - timedelta(10))),
+                    links.created_at < totals.midnight(min(last, today)),
+                    links.status == "CREATED",
+                    links.expires_at >= totals.midnight(today),
+                    links.expires_at < totals.midnight(today + timedelta(1)),
+                    with_payments=False,
+                )
+            )
+            ends = [
+                (links.created_at >= filters.start, links.created_at < totals.midnight(first)),
+                (links.created_at >= totals.midnight(last), links.created_at <= filters.end),
+            ]
+        else:
+            ends = [(links.created_at >= filters.start, links.created_at <= filters.end)]
+        parts += [_read_links(dialect, customer_id, now, *bounds) for bounds in ends]
+    else:
+        parts.append(
+            _read_links(
+                dialect,
+                customer_id,
+                now,
+                links.created_at >= filters.start,
+                links.created_at <= filters.end,
+                *_link_conditions(filters),
+            )
+        )
+    counted = union_all(*parts).subquery()
+    rows = await session.execute(
+        select(
+            counted.c.day,
+            counted.c.status,
+            counted.c.method,
+            func.sum(counted.c.links),
+            func.sum(counted.c.cents),
+        ).group_by(counted.c.day, counted.c.status, counted.c.method)
+    )
+    return [
+        Tally(day, status, method, int(count), int(cents))
+        for day, status, method, count, cents in rows
+        if count
+        and (filters.status is None or status == filters.status)
+        and (filters.payment_method is None or method == filters.payment_method)
+    ]
+
+
+def _link_conditions(filters: LinkFilters) -> list[ColumnElement[bool]]:
+    """The filters that are about the link's own fields or its payment (not status or range)."""
+    conditions = []
+    if filters.registration_number is not None:
+        conditions.append(
+            _LINKS.c.registration_number == normalize_document(filters.registration_number)
+        )
+    if filters.user_reference is not None:
+        conditions.append(_LINKS.c.user_reference == filters.user_reference)
+    if filters.payment_receipt is not None:
+        conditions.append(_PAYMENTS.c.payment_receipt == filters.payment_receipt)
+    return conditions
+
+
+def _read_links(
+    dialect: str,
+    customer_id: int,
+    now: datetime,
+    *conditions: ColumnElement[bool],
+    with_payments: bool = True,
+) -> Select[Any]:
+    """Links read one by one (grouped by day, status as seen `now`, and method)."""
+    links = _LINKS.c
+    day = totals.utc_day(dialect, links.created_at)
+    status = effective_status(now)
+    method = func.coalesce(_PAYMENTS.c.method, totals.UNPAID) if with_payments else literal(0)
+    source = (
+        _LINKS.outerjoin(_PAYMENTS, _PAYMENTS.c.link_id == links.id) if with_payments else _LINKS
+    )
+    return (
+        select(
+            day.label("day"),
+            status.label("status"),
+            method.label("method"),
+            func.count().label("links"),
+            func.sum(links.amount_cents).label("cents"),
+        )
+        .select_from(source)
+        .where(links.customer_id == customer_id, *conditions)
+        .group_by(day, status, method)
+    )
+
+
 async def report(
     session: AsyncSession, *, customer_id: int, filters: LinkFilters
 ) -> dict[str, Any]:
-    """Counts and sums over every matched link, computed by the database."""
-    now = clock.now()
-    matched = matched_links(customer_id, filters, now)
-    status = effective_status(now)
-    day = _utc_day(session)
-    # One pass over the links for the statuses and the days, one over the paid ones.
-    by_status: dict[str, tuple[int, int]] = {}
-    by_day_totals: dict[str, tuple[int, int]] = {}
-    for when, name, count, cents in await session.execute(
-        matched.add_columns(day, status, func.count(), func.sum(PaymentLink.amount_cents)).group_by(
-            day, status
-        )
-    ):
-        for totals, key in ((by_status, name), (by_day_totals, str(when)[:10])):
-            seen_count, seen_cents = totals.get(key, (0, 0))
-            totals[key] = (seen_count + count, seen_cents + (cents or 0))
-    paid = (
-        matched
-        if filters.payment_receipt is not None or filters.payment_method is not None
-        else matched.join(Payment, Payment.link_id == PaymentLink.id)
-    )
-    by_method = {
-        method: (count, cents or 0)
-        for method, count, cents in await session.execute(
-            paid.add_columns(
-                Payment.method, func.count(), func.sum(PaymentLink.amount_cents)
-            ).group_by(Payment.method)
-        )
-    }
-    by_day = [(when, *by_day_totals[when]) for when in sorted(by_day_totals)]
-    total_count = sum(count for count, _ in by_status.values())
-    total_cents = sum(cents for _, cents in by_status.values())
+    """Counts and sums over every matched link, computed by the database (see `tally`)."""
+    by_status: dict[str, list[int]] = {name: [0, 0] for name in ("CREATED", "PAID", "EXPIRED")}
+    by_method: dict[int, list[int]] = {METHOD_CARD: [0, 0], METHOD_PIX: [0, 0]}
+    by_day: dict[date, list[int]] = {}
+    for row in await tally(session, customer_id=customer_id, filters=filters):
+        sums = [by_status[row.status], by_day.setdefault(row.day, [0, 0])]
+        if row.method in by_method:
+            sums.append(by_method[row.method])
+        for counted in sums:
+            counted[0] += row.links
+            counted[1] += row.cents
     return {
         "start_date": filters.start,
         "end_date": filters.end,
-        "total_count": total_count,
-        "total_amount": from_cents(total_cents),
+        "total_count": sum(count for count, _ in by_status.values()),
+        "total_amount": from_cents(sum(cents for _, cents in by_status.values())),
         "by_status": [
-            {
-                "status": name,
-                "count": by_status.get(name, (0, 0))[0],
-                "amount": from_cents(by_status.get(name, (0, 0))[1]),
-            }
-            for name in ("CREATED", "PAID", "EXPIRED")
+            {"status": name, "count": count, "amount": from_cents(cents)}
+            for name, (count, cents) in by_status.items()
         ],
         "by_payment_method": [
-            {
-                "payment_method": method,
-                "count": by_method.get(method, (0, 0))[0],
-                "amount": from_cents(by_method.get(method, (0, 0))[1]),
-            }
-            for method in (METHOD_CARD, METHOD_PIX)
+            {"payment_method": method, "count": count, "amount": from_cents(cents)}
+            for method, (count, cents) in by_method.items()
         ],
         "by_day": [
-            {"date": when, "count": count, "amount": from_cents(cents)}
-            for when, count, cents in by_day
+            {"date": day.isoformat(), "count": count, "amount": from_cents(cents)}
+            for day, (count, cents) in sorted(by_day.items())
         ],
     }
-
-
-def _utc_day(session: AsyncSession) -> ColumnElement[Any]:
-    if session.get_bind().dialect.name == "postgresql":
-        return func.date(func.timezone("UTC", PaymentLink.created_at))
-    return func.date(PaymentLink.created_at)  # SQLite keeps UTC text
 
 
 CSV_COLUMNS = [
@@ -625,6 +732,7 @@ async def pay_link(
     )
     session.add(payment)
     await session.flush()
+    await totals.record_paid(session, link, method=method)
     await deliveries.publish_event(
         session,
         customer_id=link.customer_id,
