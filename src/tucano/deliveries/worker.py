@@ -272,11 +272,12 @@ class DeliveryWorker:
         while (handed := await dispatcher.next()) is not None:
             delivery, target = handed
             try:
-                if clock.now() + margin > delivery.lease_until:
+                now = clock.now()
+                if now + margin > delivery.lease_until:
                     self._stale.append(delivery)
                     self._attention.set()
                     continue
-                self._outcomes.append(await self._attempt(delivery))
+                self._outcomes.append(await self._attempt(delivery, attempted_at=now))
                 self._outcome_ready.set()
             except Exception:
                 # Never lose the claim silently: log it; the lease makes the delivery due again.
@@ -292,10 +293,9 @@ class DeliveryWorker:
                 ):
                     self._attention.set()
 
-    async def _attempt(self, delivery: ClaimedDelivery) -> Outcome:
+    async def _attempt(self, delivery: ClaimedDelivery, *, attempted_at: datetime) -> Outcome:
         target = delivery.target
         assert target is not None
-        attempted_at = clock.now()
         if not target.is_active:
             return Outcome(
                 claimed=delivery,
