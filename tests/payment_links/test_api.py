@@ -499,6 +499,19 @@ async def test_list_refuses_bad_parameters(
 # --- B4 report ------------------------------------------------------------------------------
 
 
+async def test_the_widest_range_there_is_works(merchant: Merchant) -> None:
+    created = await create(merchant)
+    widest = {"startDate": "0001-01-01", "endDate": "9999-12-31"}
+    for path in ("/link-payment", "/report"):
+        response = await merchant.get(f"{BASE}{path}", params=widest, headers=tx())
+        assert response.status_code == 200, response.text
+    listed = (await merchant.get(f"{BASE}/link-payment", params=widest, headers=tx())).json()
+    assert [link["linkPaymentUuid"] for link in listed["content"]] == [created["linkPaymentUuid"]]
+    report = (await merchant.get(f"{BASE}/report", params=widest, headers=tx())).json()
+    assert report["totalCount"] == 1
+    assert report["endDate"] == "9999-12-31T23:59:59.999Z"
+
+
 async def test_report_totals_every_matched_link(merchant: Merchant) -> None:
     await create(merchant, amount=Decimal("10.00"))
     await create(merchant, amount=Decimal("20.50"))

@@ -177,7 +177,11 @@ def full_days(start: datetime, end: datetime) -> tuple[date, date]:
     """The UTC days wholly inside [start, end] (end inclusive, to the millisecond), as a
     half-open range of dates; empty (first >= last) when there is none."""
     first = start.date() if start.timetz() == time(0, tzinfo=UTC) else start.date() + timedelta(1)
-    return first, (end + timedelta(milliseconds=1)).date()
+    try:
+        last = (end + timedelta(milliseconds=1)).date()
+    except OverflowError:  # the last millisecond of year 9999: its day is read link by link
+        last = end.date()
+    return first, last
 
 
 def midnight(day: date) -> datetime:
