@@ -33,6 +33,8 @@ class PeriodicJob:
     interval_seconds: float
     # Runs in its own session; the runner commits. Returns how much it did (for the log).
     run: Callable[[AsyncSession], Awaitable[int]]
+    # A routine job (every few seconds) would fill the log with lines saying it ran.
+    logs_its_work: bool = True
 
 
 def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
@@ -64,7 +66,7 @@ def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
         PeriodicJob("prune_delivery_history", every, prune),
         PeriodicJob("prune_idempotency_keys", every, prune_keys),
         # Often: readers add up the changes not folded yet, so fewer is cheaper for them.
-        PeriodicJob("fold_payment_link_totals", min(every, 2.0), fold_totals),
+        PeriodicJob("fold_payment_link_totals", min(every, 2.0), fold_totals, logs_its_work=False),
     ]
     if settings.is_sandbox:
         # Checked often enough that a payment is at most a fraction of its delay late.
@@ -93,7 +95,8 @@ async def run_periodic_jobs(
                     done = await job.run(session)
                     await session.commit()
                 if done:
-                    log.info("job_done", job=job.name, count=done)
+                    if job.logs_its_work:
+                        log.info("job_done", job=job.name, count=done)
                     next_run[job.name] = now  # more may be waiting (batched jobs)
             except Exception:
                 log.exception("job_failed", job=job.name)
