@@ -179,3 +179,14 @@ async def test_nul_characters_are_refused_in_bodies_and_queries(merchant: Mercha
     assert error["errors"] == ["targetUrl must not contain the NUL character (\\u0000)"]
     response = await merchant.get("/webhook/v1/list?eventType=PIX%00")
     assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+
+
+async def test_head_is_get_without_the_body(merchant: Merchant) -> None:
+    got = await merchant.get("/webhook/v1/list")
+    head = await merchant.request("HEAD", "/webhook/v1/list")
+    assert head.status_code == got.status_code == 200
+    assert head.content == b""
+    assert head.headers["content-type"] == got.headers["content-type"]
+    assert head.headers["content-length"] == got.headers["content-length"]
+    missing = await merchant.request("HEAD", "/webhook/v1/999999999999")
+    assert missing.status_code == 404 and missing.content == b""

@@ -49,8 +49,14 @@ class EdgeMiddleware:
         state["transaction_id"] = transaction_id
         response: dict[str, Any] = {"status": 500, "started": False}
         structlog.contextvars.bind_contextvars(transactionId=transaction_id)
+        method = scope["method"]
+        if method == "HEAD":
+            # HEAD is GET without the body (RFC 9110 9.3.2), for every operation that has a GET.
+            scope = {**scope, "method": "GET"}
 
         async def send_with_id(message: Message) -> None:
+            if method == "HEAD" and message["type"] == "http.response.body":
+                message = {**message, "body": b""}
             if message["type"] == "http.response.start":
                 response["status"] = message["status"]
                 response["started"] = True
@@ -110,7 +116,7 @@ class EdgeMiddleware:
             log.info(
                 "request",
                 customerId=state.get("customer_id"),
-                method=scope["method"],
+                method=method,
                 path=scope["path"],
                 status=response["status"],
                 durationMs=round((time.perf_counter() - started_at) * 1000, 2),
