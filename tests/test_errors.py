@@ -155,7 +155,7 @@ async def test_health_reports_ok(service: RunningService) -> None:
 async def test_an_unserved_method_is_405_before_authentication(service: RunningService) -> None:
     response = await service.http.request("OPTIONS", "/webhook/v1/list")
     assert_error_body(response, 405, ErrorCode.METHOD_NOT_ALLOWED)
-    assert response.headers["allow"] == "GET"
+    assert response.headers["allow"] == "GET, HEAD"
 
 
 async def test_trailing_slash_is_not_redirected(merchant: Merchant) -> None:
@@ -190,3 +190,9 @@ async def test_head_is_get_without_the_body(merchant: Merchant) -> None:
     assert head.headers["content-length"] == got.headers["content-length"]
     missing = await merchant.request("HEAD", "/webhook/v1/999999999999")
     assert missing.status_code == 404 and missing.content == b""
+
+
+async def test_405_names_head_beside_get(merchant: Merchant) -> None:
+    response = await merchant.post("/webhook/v1/list", json={})
+    assert_error_body(response, 405, ErrorCode.METHOD_NOT_ALLOWED)
+    assert response.headers["allow"] == "GET, HEAD"

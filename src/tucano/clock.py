@@ -23,8 +23,12 @@ def to_millis(moment: datetime) -> datetime:
 
 def format_utc(moment: datetime) -> str:
     """`2026-01-15T10:30:00.000Z`: ISO 8601, UTC, milliseconds, as every response carries."""
-    moment = to_millis(moment)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    m = to_millis(moment)
+    # Not strftime: its %Y does not pad years before 1000 to four digits on every platform.
+    return (
+        f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}"
+        f".{m.microsecond // 1000:03d}Z"
+    )
 
 
 def start_of_day(day: date) -> datetime:

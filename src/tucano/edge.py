@@ -42,7 +42,10 @@ class EdgeMiddleware:
             await self.app(scope, receive, send)
             return
         started_at = time.perf_counter()
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers: dict[str, str] = {}
+        for key, value in scope["headers"]:
+            # The first of a repeated header, as the operations read it (Starlette's get()).
+            headers.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
         offered = headers.get("x-transaction-id", "").strip()
         transaction_id = offered if _SAFE_TRANSACTION_ID.match(offered) else str(uuid.uuid4())
         state: dict[str, Any] = scope.setdefault("state", {})

@@ -278,6 +278,8 @@ def _allowed_methods(request: Request) -> list[str]:
         probe = {**request.scope, "method": method}
         if any(route.matches(probe)[0] is Match.FULL for route in request.app.router.routes):
             allowed.append(method)
+    if "GET" in allowed and "HEAD" not in allowed:
+        allowed.insert(allowed.index("GET") + 1, "HEAD")  # EdgeMiddleware answers HEAD as GET
     return allowed
 
 

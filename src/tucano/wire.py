@@ -142,7 +142,8 @@ class DecimalJSONRoute(APIRoute):
         return decimal_handler
 
 
-def _digits_only(value: Any) -> Any:
+def digits_only(value: Any) -> Any:
+    """A BeforeValidator: an integer written as text must be plain digits."""
     if isinstance(value, str) and not _DIGITS.fullmatch(value):
         raise ValueError("must be an integer written in plain digits (0-9)")
     return value
@@ -152,7 +153,7 @@ _DIGITS = re.compile(r"-?[0-9]{1,4000}")
 
 # An integer in a path or query string, written in plain digits (a minus allowed, for the range
 # check to name): not 1_0, +1, " 1" or 5.0, which the lax parsing of integers would otherwise take.
-WholeNumber = Annotated[int, BeforeValidator(_digits_only)]
+WholeNumber = Annotated[int, BeforeValidator(digits_only)]
 
 
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -208,7 +209,7 @@ def _timestamp_parser(*, end_of_range: bool) -> Any:
     def parse(value: Any) -> Any:
         if isinstance(value, str):
             text = value.strip()
-            if len(text) == 10:  # a bare date: the whole day, inclusive
+            if not re.search(r"[Tt ]", text):  # a date alone, in any ISO 8601 form: the whole day
                 try:
                     day = date.fromisoformat(text)
                 except ValueError:

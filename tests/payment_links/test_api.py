@@ -6,7 +6,7 @@ import asyncio
 import csv
 import io
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -18,6 +18,7 @@ from tucano import wire
 from tucano.auth.tokens import Scope, derive_key
 from tucano.clock import clock
 from tucano.errors import ErrorCode
+from tucano.payment_links import service as links_service
 from tucano.payment_links.checkout_tokens import verify_checkout_token
 
 BASE = "/payment-link/v1"
@@ -564,6 +565,89 @@ async def test_report_as_csv_lists_every_matched_link(merchant: Merchant) -> Non
     assert {r["linkPaymentUuid"] for r in rows} == {m["linkPaymentUuid"] for m in made}
     assert {r["payerName"] for r in rows} == {"Ana", "'=HYPERLINK(1)", "Caio"}
     assert all(r["amount"] == "150.00" and r["status"] == "CREATED" for r in rows)
+
+
+async def test_csv_streams_in_chunks_without_gaps_or_repeats(
+    merchant: Merchant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(links_service, "CSV_CHUNK", 3)
+    with clock.freeze() as frozen:
+        made = []
+        for _ in range(7):
+            made.append(await create(merchant))
+            frozen.advance(timedelta(milliseconds=1 if len(made) % 2 else 0))  # ties too
+    response = await merchant.get(
+        f"{BASE}/report", params=window(), headers={**tx(), "Accept": "text/csv"}
+    )
+    rows = list(csv.DictReader(io.StringIO(response.text)))
+    assert sorted(r["linkPaymentUuid"] for r in rows) == sorted(m["linkPaymentUuid"] for m in made)
+    dates = [r["creationDate"] for r in rows]
+    assert dates == sorted(dates, reverse=True)  # newest first
+
+
+@pytest.mark.parametrize("method", ["2.0", "+2", " 2", "two"])
+async def test_payment_method_filter_is_plain_digits(merchant: Merchant, method: str) -> None:
+    response = await merchant.get(
+        f"{BASE}/link-payment", params=window(paymentMethod=method), headers=tx()
+    )
+    error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+    assert error["errors"][0].startswith("paymentMethod ")
+
+
+async def test_a_date_alone_in_any_iso_form_is_the_whole_day(merchant: Merchant) -> None:
+    today = clock.now().date()
+    with clock.freeze(datetime.combine(today, time(0, 30), tzinfo=UTC)):
+        await create(merchant)
+    year, week, weekday = today.isocalendar()
+    for end in (today.isoformat(), today.strftime("%Y%m%d"), f"{year}-W{week:02d}-{weekday}"):
+        listed = await listing(merchant, startDate=today.isoformat(), endDate=end)
+        assert listed["totalElements"] == 1, end
+    before = f"{today.isoformat()}T00:15:00Z"
+    assert (await listing(merchant, startDate=today.isoformat(), endDate=before))[
+        "totalElements"
+    ] == 0
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [
+        ("9999-12-31T00:00:00.001Z", "9999-12-31T23:59:59.999Z"),
+        ("9999-12-31T12:00:00Z", "9999-12-31"),
+        ("9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"),
+        ("0001-01-01", "0999-12-31T10:00:00Z"),
+    ],
+)
+async def test_ranges_at_the_edges_of_time(merchant: Merchant, start: str, end: str) -> None:
+    for path in ("/link-payment", "/report"):
+        response = await merchant.get(
+            f"{BASE}{path}", params={"startDate": start, "endDate": end}, headers=tx()
+        )
+        assert response.status_code == 200, response.text
+    report = (
+        await merchant.get(
+            f"{BASE}/report", params={"startDate": start, "endDate": end}, headers=tx()
+        )
+    ).json()
+    for field in ("startDate", "endDate"):  # ISO 8601: four-digit years
+        assert len(report[field]) == 24 and report[field].endswith("Z"), report[field]
+
+
+async def test_a_repeated_transaction_id_header_means_its_first(merchant: Merchant) -> None:
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    response = await merchant.service.http.post(
+        BASE,
+        content=wire.dumps(new_link()),
+        headers=[
+            *merchant.headers.items(),
+            ("content-type", "application/json"),
+            ("x-transaction-id", first),
+            ("x-transaction-id", second),
+        ],
+    )
+    assert response.status_code == 200
+    assert response.headers["x-transaction-id"] == first
+    again = await post_link(merchant, new_link(), headers={"x-transaction-id": first})
+    assert again.content == response.content  # the same key: the same link
 
 
 # --- scopes --------------------------------------------------------------------------------

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
+from pydantic import BeforeValidator
 from starlette.convertors import StringConvertor, register_url_convertor
 from starlette.responses import Response, StreamingResponse
 
 from tucano import wire
 from tucano.auth.deps import PaymentLinkReader, PaymentLinkWriter
 from tucano.clock import clock
-from tucano.db import Database, ReadSessionDep
+from tucano.db import ReadSessionDep
 from tucano.errors import BadRequest
 from tucano.http import JsonContent, RequiredTransactionId, error_responses, preferred_media_type
 from tucano.pagination import Page, PageParams
@@ -26,7 +27,13 @@ from tucano.payment_links.schemas import (
     StatusName,
     link_document,
 )
-from tucano.wire import CanonicalUUID, DecimalJSONRoute, RangeEnd, RangeStart, json_response
+from tucano.wire import (
+    CanonicalUUID,
+    DecimalJSONRoute,
+    RangeEnd,
+    RangeStart,
+    json_response,
+)
 
 
 class _LinkUuidConvertor(StringConvertor):
@@ -36,6 +43,14 @@ class _LinkUuidConvertor(StringConvertor):
 
 
 register_url_convertor("link_uuid", _LinkUuidConvertor())
+
+
+def _method_in_digits(value: object) -> object:
+    # 2.0, +2 and " 2" are not how a method is written, though lax integers would read them so.
+    if isinstance(value, str) and not value.isdigit():
+        raise ValueError("must be one of 1 (credit card) or 2 (PIX)")
+    return value
+
 
 router = APIRouter(prefix="/payment-link/v1", tags=["payment links"], route_class=DecimalJSONRoute)
 
@@ -54,7 +69,8 @@ async def link_filters(
     ] = None,
     status: Annotated[StatusName | None, Query()] = None,
     payment_method: Annotated[
-        PaymentMethod | None, Query(alias="paymentMethod", description="1 credit card, 2 PIX.")
+        Annotated[PaymentMethod, BeforeValidator(_method_in_digits)] | None,
+        Query(alias="paymentMethod", description="1 credit card, 2 PIX."),
     ] = None,
     registration_number: Annotated[
         str | None, Query(alias="registrationNumber", max_length=18, description="CPF or CNPJ.")
@@ -172,19 +188,11 @@ async def report_payment_links(
         request.headers.get("accept", ""), ["application/json", "text/csv"]
     )
     if wanted == "text/csv":
-        database: Database = request.app.state.database
-        customer_id = caller.customer_id
-
-        async def rows() -> AsyncIterator[str]:
-            # Its own session: the request's closes when this function returns, before streaming.
-            async with database.session() as csv_session:
-                async for chunk in service.stream_csv(
-                    csv_session, customer_id=customer_id, filters=filters
-                ):
-                    yield chunk
-
+        rows = service.stream_csv(
+            request.app.state.database, customer_id=caller.customer_id, filters=filters
+        )
         return StreamingResponse(
-            rows(),
+            rows,
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": 'attachment; filename="payment-links.csv"'},
         )

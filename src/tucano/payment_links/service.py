@@ -23,6 +23,7 @@ from sqlalchemy import (
     func,
     literal,
     select,
+    tuple_,
     union_all,
     update,
 )
@@ -639,27 +640,45 @@ def _csv_safe(value: object) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
+CSV_CHUNK = 1000
+
+
 async def stream_csv(
-    session: AsyncSession, *, customer_id: int, filters: LinkFilters
+    database: Database, *, customer_id: int, filters: LinkFilters
 ) -> AsyncIterator[str]:
-    """Every matched link as CSV, read from the database in chunks as it is sent."""
+    """Every matched link as CSV, newest first, read in chunks of CSV_CHUNK links, each in a
+    short read of its own: a client that reads slowly holds no database connection (nor, on
+    SQLite, the database's lock) while the file streams. Statuses are as of the first chunk; a
+    link paid while the file streams may show either way."""
     now = clock.now()
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS)
     yield buffer.getvalue()
-    ids = matched_links(customer_id, filters, now).add_columns(PaymentLink.id).subquery()
-    result = await session.stream(
-        select(PaymentLink, Payment)
-        .join(ids, ids.c.id == PaymentLink.id)
-        .outerjoin(Payment, Payment.link_id == PaymentLink.id)
-        .order_by(PaymentLink.created_at.desc(), PaymentLink.id.desc())
-        .execution_options(yield_per=1000)
-    )
-    async for chunk in result.partitions(1000):
+    last: tuple[datetime, int] | None = None
+    while True:
+        matched = matched_links(customer_id, filters, now)
+        if last is not None:
+            matched = matched.where(tuple_(PaymentLink.created_at, PaymentLink.id) < last)
+        newest_first = (PaymentLink.created_at.desc(), PaymentLink.id.desc())
+        chunk = (
+            matched.add_columns(PaymentLink.id).order_by(*newest_first).limit(CSV_CHUNK)
+        ).subquery()
+        async with database.read_session() as session:
+            rows = list(
+                await session.execute(
+                    select(*_LINKS.c, *_PAYMENT_VIEW)
+                    .join(chunk, chunk.c.id == _LINKS.c.id)
+                    .outerjoin(_PAYMENTS, _PAYMENTS.c.link_id == _LINKS.c.id)
+                    .order_by(_LINKS.c.created_at.desc(), _LINKS.c.id.desc())
+                )
+            )
+        if not rows:
+            return
         buffer.seek(0)
         buffer.truncate()
-        for link, payment in chunk:
+        for link in rows:
+            payment = _payment_of(link)
             writer.writerow(
                 [
                     _csv_safe(v)
@@ -683,6 +702,9 @@ async def stream_csv(
                 ]
             )
         yield buffer.getvalue()
+        if len(rows) < CSV_CHUNK:
+            return
+        last = (rows[-1].created_at, rows[-1].id)
 
 
 # --- payments --------------------------------------------------------------------------------

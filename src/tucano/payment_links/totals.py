@@ -176,10 +176,14 @@ def days_after(dialect: str, day: Any, days: Any) -> ColumnElement[date]:
 def full_days(start: datetime, end: datetime) -> tuple[date, date]:
     """The UTC days wholly inside [start, end] (end inclusive, to the millisecond), as a
     half-open range of dates; empty (first >= last) when there is none."""
-    first = start.date() if start.timetz() == time(0, tzinfo=UTC) else start.date() + timedelta(1)
+    # At the very end of year 9999 the next day does not exist: that day is read link by link.
+    if start.timetz() == time(0, tzinfo=UTC):
+        first = start.date()
+    else:
+        first = start.date() + timedelta(1) if start.date() < date.max else date.max
     try:
         last = (end + timedelta(milliseconds=1)).date()
-    except OverflowError:  # the last millisecond of year 9999: its day is read link by link
+    except OverflowError:
         last = end.date()
     return first, last
 
