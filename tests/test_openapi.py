@@ -113,3 +113,18 @@ async def test_every_event_payload_is_documented_in_the_webhooks_section(
         "page",
         "size",
     }
+
+
+async def test_every_amount_is_documented_as_the_json_number_it_is(
+    service: RunningService,
+) -> None:
+    schemas = (await service.http.get("/openapi.json")).json()["components"]["schemas"]
+    amounts = {
+        (name, field): spec
+        for name, schema in schemas.items()
+        for field, spec in schema.get("properties", {}).items()
+        if field.lower().endswith("amount") or field == "amountInstallment"
+    }
+    assert ("PaymentLinkOut", "amount") in amounts and ("PaymentLinkCreate", "amount") in amounts
+    for where, spec in amounts.items():
+        assert spec.get("type") == "number", (where, spec)

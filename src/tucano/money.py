@@ -10,7 +10,7 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 
 CENT = Decimal("0.01")
 MIN_AMOUNT = Decimal("0.01")
@@ -42,7 +42,16 @@ def from_cents(cents: int) -> Decimal:
 Money = Annotated[
     Decimal,
     BeforeValidator(_number_only),
-    Field(ge=MIN_AMOUNT, le=MAX_AMOUNT, decimal_places=2, json_schema_extra={"multipleOf": 0.01}),
+    Field(ge=MIN_AMOUNT, le=MAX_AMOUNT, decimal_places=2),
     # Exact (at most two decimals were allowed): 10.5 becomes 10.50, the one spelling of it.
     AfterValidator(quantize_cents),
+    # What the wire carries: a JSON number (pydantic would document a Decimal as number or
+    # string, and its bounds under keys JSON Schema does not know).
+    WithJsonSchema(
+        {"type": "number", "minimum": 0.01, "maximum": 999999999.99, "multipleOf": 0.01}
+    ),
 ]
+
+# An amount in a response: a JSON number, always written with two decimals. (No multipleOf: a
+# validator working in binary floats would find 10.07 not a multiple of 0.01.)
+MoneyOut = Annotated[Decimal, WithJsonSchema({"type": "number"})]

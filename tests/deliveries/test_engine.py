@@ -564,6 +564,75 @@ async def test_deleting_a_webhook_ends_its_pending_retries_in_the_history(
     assert len(receiver.at("/gone")) == 1
 
 
+@pytest.mark.parametrize("how", ["delete", "deactivate"])
+async def test_nothing_more_is_sent_once_a_webhook_is_deleted_or_deactivated(
+    delivery_service: RunningService, publisher: Merchant, how: str
+) -> None:
+    merchant = await delivery_service.merchant()
+    slow = Receiver(behaviours={"/slow": hanging(30)})
+    await slow.start()
+    try:
+        webhook = await register(merchant, slow, "/slow")
+        events = [await publish(publisher, merchant.customer_id) for _ in range(40)]
+        cap = delivery_service.settings.delivery_concurrency_per_target
+        await slow.wait_for("/slow", cap)  # the worker holds the other 24, claimed
+        path = f"/webhook/v1/{webhook['webhookId']}"
+        if how == "delete":
+            assert (await merchant.delete(path)).status_code == 204
+        else:
+            assert (await merchant.put(path, json={"isActive": False})).status_code == 200
+        # The attempts in flight time out (1.5 s); nothing after them may be sent. Deleted, each
+        # delivery ends in one record; deactivated, those in flight are retried once more, to
+        # be refused as inactive.
+        expected = 40 if how == "delete" else 40 + cap
+        records = await results_for(merchant, expected, timeout=15, webhookId=webhook["webhookId"])
+        assert len(records) == expected
+        await asyncio.sleep(1)
+        assert len(slow.received) == cap
+        latest: dict[str, dict[str, Any]] = {}
+        for record in reversed(records):  # oldest first: the last one seen is the newest
+            latest[record["eventId"]] = record
+        assert set(latest) == {e["eventId"] for e in events}
+        assert {r["status"] for r in latest.values()} == {"FAILED"}, latest
+        assert all(r["nextAttemptAt"] is None for r in latest.values())
+    finally:
+        await slow.stop()
+
+
+async def test_publishing_while_webhooks_are_deleted_never_fails(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    stop = asyncio.Event()
+    answers: list[int] = []
+
+    async def keep_publishing() -> None:
+        while not stop.is_set():
+            response = await publisher.post(
+                "/internal/v1/events",
+                content=wire.dumps(
+                    {
+                        "eventType": "PIX_OUTBOUND",
+                        "customerId": merchant.customer_id,
+                        "payload": pix_outbound(),
+                    }
+                ),
+                headers={"content-type": "application/json"},
+            )
+            answers.append(response.status_code)
+
+    publishers = [asyncio.create_task(keep_publishing()) for _ in range(4)]
+    try:
+        for _ in range(12):
+            webhook = await register(merchant, receiver, "/churn")
+            await asyncio.sleep(0.05)
+            response = await merchant.delete(f"/webhook/v1/{webhook['webhookId']}")
+            assert response.status_code == 204, response.text
+    finally:
+        stop.set()
+        await asyncio.gather(*publishers)
+    assert answers and set(answers) == {202}
+
+
 async def test_a_webhook_failing_for_the_whole_period_is_deactivated_visibly(
     delivery_service: RunningService, merchant: Merchant, publisher: Merchant, receiver: Receiver
 ) -> None:

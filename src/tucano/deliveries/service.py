@@ -77,6 +77,8 @@ class PublishedEvent(NamedTuple):
 
 # PostgreSQL: the events, their fan-out to the customer's active webhooks of their type, and the
 # deliveries, in one statement (the batch travels as one JSON array, as in the record below).
+# The webhooks are locked against deletion until commit (FOR KEY SHARE): one deleted meanwhile
+# is skipped rather than failing the insert of its delivery.
 # The subscription is read here rather than through the webhooks service because every event
 # takes this path.
 _PUBLISH_ON_POSTGRES = text("""
@@ -93,6 +95,7 @@ WITH new_events AS (
       FROM new_events AS e
       JOIN webhooks AS w
         ON w.customer_id = e.customer_id AND w.event_type = e.event_type AND w.is_active
+       FOR KEY SHARE OF w
     RETURNING event_id
 )
 SELECT event_id, count(*) FROM queued GROUP BY event_id
@@ -219,32 +222,38 @@ async def redeliver(
 async def cancel_deliveries_to(
     session: AsyncSession, *, customer_id: int, webhook_id: int, target_url: str, reason: str
 ) -> int:
-    """Take every pending delivery to one of the customer's webhooks off the queue, each recorded
-    as an attempt that was not sent (FAILED, with `reason`), so its history ends in words rather
-    than at a retry that never comes. Returns how many there were."""
+    """Take every pending delivery to one of the customer's webhooks off the queue, so its
+    history ends in words rather than at a retry that never comes: one waiting in the queue is
+    recorded as an attempt that was not sent (FAILED, with `reason`); one a worker holds under
+    its lease is that worker's to record (it hears of the deletion, see worker.py). Returns how
+    many were pending."""
     now = clock.now()
     d = _DELIVERIES.c
-    pending = list(
-        await session.execute(
-            select(d.id, d.event_id, d.attempts, _EVENTS.c.event_type)
-            .join(_EVENTS, _EVENTS.c.id == d.event_id)
-            .where(d.webhook_id == webhook_id, d.customer_id == customer_id)
-        )
+    query = (
+        select(d.id, d.event_id, d.attempts, d.claim_token, d.next_attempt_at, _EVENTS.c.event_type)
+        .join(_EVENTS, _EVENTS.c.id == d.event_id)
+        .where(d.webhook_id == webhook_id, d.customer_id == customer_id)
+        # Locked in id order, as the worker's record locks them: the two never deadlock.
+        .order_by(d.id)
     )
+    if session.get_bind().dialect.name == "postgresql":
+        query = query.with_for_update(of=_DELIVERIES)
+    pending = list(await session.execute(query))
     if not pending:
         return 0
+    waiting = [p for p in pending if p.claim_token is None or p.next_attempt_at <= now]
     await insert_many(
         session,
         _RESULTS,
         [
             {
-                "delivery_id": delivery_id,
+                "delivery_id": p.id,
                 "customer_id": customer_id,
                 "webhook_id": webhook_id,
-                "event_id": event_id,
-                "event_type": event_type,
+                "event_id": p.event_id,
+                "event_type": p.event_type,
                 "target_url": target_url,
-                "attempt": attempts + 1,
+                "attempt": p.attempts + 1,
                 "status": ResultStatus.FAILED,
                 "http_status": None,
                 "response_body": None,
@@ -253,12 +262,10 @@ async def cancel_deliveries_to(
                 "attempted_at": now,
                 "next_attempt_at": None,
             }
-            for delivery_id, event_id, attempts, event_type in pending
+            for p in waiting
         ],
     )
-    await session.execute(
-        delete(_DELIVERIES).where(d.id.in_([delivery_id for delivery_id, *_ in pending]))
-    )
+    await session.execute(delete(_DELIVERIES).where(d.id.in_([p.id for p in pending])))
     return len(pending)
 
 
@@ -520,20 +527,41 @@ _RESULT_COLUMNS = ", ".join(name for name, _ in _OUTCOME_COLUMNS if name != "cla
 _OUTCOME_FIELDS = ", ".join(
     f"(r->>{i})::{kind} AS {name}" for i, (name, kind) in enumerate(_OUTCOME_COLUMNS)
 )
+NOT_RETRIED = "; not retried: the delivery was cancelled or finished meanwhile"
+_VANISHED = (
+    "o.status = 'PENDING_RETRY' AND NOT EXISTS (SELECT 1 FROM deliveries WHERE id = o.delivery_id)"
+)
+_RESULT_VALUES = ", ".join(
+    {
+        "status": f"CASE WHEN {_VANISHED} THEN 'FAILED' ELSE o.status END",
+        "error_message": f"CASE WHEN {_VANISHED} THEN left(o.error_message || '{NOT_RETRIED}', 500)"
+        " ELSE o.error_message END",
+        "next_attempt_at": f"CASE WHEN {_VANISHED} THEN NULL ELSE o.next_attempt_at END",
+    }.get(name, f"o.{name}")
+    for name in _RESULT_COLUMNS.split(", ")
+)
+# `held`: this worker's claims, locked in id order, the order a webhook's deletion locks them in
+# too (cancel_deliveries_to), so the two never deadlock. A retry whose delivery has left the queue
+# meanwhile (its webhook deleted) will not happen: its record says so rather than PENDING_RETRY.
 _RECORD_ON_POSTGRES = f"""
 WITH outcome AS (
     SELECT {_OUTCOME_FIELDS} FROM json_array_elements($1::json) AS r
+), held AS (
+    SELECT d.id FROM deliveries AS d
+      JOIN outcome AS o ON d.id = o.delivery_id AND d.claim_token = o.claim_token
+     ORDER BY d.id
+       FOR UPDATE OF d
 ), recorded AS (
-    INSERT INTO delivery_results ({_RESULT_COLUMNS}) SELECT {_RESULT_COLUMNS} FROM outcome
+    INSERT INTO delivery_results ({_RESULT_COLUMNS}) SELECT {_RESULT_VALUES} FROM outcome AS o
 ), finished AS (
     DELETE FROM deliveries AS d USING outcome AS o
-     WHERE d.id = o.delivery_id AND d.claim_token = o.claim_token AND o.next_attempt_at IS NULL
+     WHERE d.id = o.delivery_id AND d.id IN (SELECT id FROM held) AND o.next_attempt_at IS NULL
 )
 UPDATE deliveries AS d
    SET attempts = d.attempts + 1, next_attempt_at = o.next_attempt_at, claim_token = NULL,
        updated_at = $2
   FROM outcome AS o
- WHERE d.id = o.delivery_id AND d.claim_token = o.claim_token AND o.next_attempt_at IS NOT NULL
+ WHERE d.id = o.delivery_id AND d.id IN (SELECT id FROM held) AND o.next_attempt_at IS NOT NULL
 """  # noqa: S608 - our own column names
 
 
@@ -573,11 +601,22 @@ async def _record_on_sqlite(database: Database, rows: list[tuple[Any, ...]], now
     table = _DELIVERIES
     held = (table.c.id == bindparam("b_id"), table.c.claim_token == bindparam("b_token"))
     async with database.session() as session:
-        await insert_many(
-            session,
-            _RESULTS,
-            [{name: row[names.index(name)] for name in result_names} for row in rows],
+        queued = set(
+            await session.scalars(
+                select(table.c.id).where(table.c.id.in_([c["b_id"] for c in claims]))
+            )
         )
+        results = [{name: row[names.index(name)] for name in result_names} for row in rows]
+        for result in results:
+            # A retry whose delivery left the queue meanwhile (see _RECORD_ON_POSTGRES).
+            if (
+                result["status"] == ResultStatus.PENDING_RETRY
+                and result["delivery_id"] not in queued
+            ):
+                result["status"] = ResultStatus.FAILED
+                result["error_message"] = ((result["error_message"] or "") + NOT_RETRIED)[:500]
+                result["next_attempt_at"] = None
+        await insert_many(session, _RESULTS, results)
         finished = [c for c in claims if c["b_next"] is None]
         retries = [c for c in claims if c["b_next"] is not None]
         if finished:

@@ -1,15 +1,22 @@
-"""Waking delivery workers the moment deliveries are committed, instead of at the next poll.
+"""Telling delivery workers what changed, at once rather than at the next poll.
 
-In-process: `publish_event` registers `wakeup.notify` to run after its transaction commits.
-Across processes on PostgreSQL: the same transaction runs `pg_notify`, and every worker keeps one
-connection LISTENing. Workers still poll (TUCANO_DELIVERY_POLL_INTERVAL_SECONDS) for retries that
-come due and for other processes on SQLite, which has no notifications.
+- New deliveries committed: `publish_events` registers `wakeup.notify` to run after its
+  transaction commits (this process) and runs `pg_notify` in it (other processes on PostgreSQL).
+- A webhook changed or deleted: the webhooks service does the same with `webhook_changes` and
+  its own channel, so that workers drop what they hold for it under the old URL, secret or
+  state (see worker.py).
+
+Every worker keeps one connection LISTENing on PostgreSQL. Workers still poll
+(TUCANO_DELIVERY_POLL_INTERVAL_SECONDS) for retries that come due and for other processes on
+SQLite, which has no notifications.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
+from typing import NamedTuple
 
 import asyncpg
 import structlog
@@ -17,6 +24,7 @@ import structlog
 from tucano.db import connect_asyncpg
 
 NOTIFY_CHANNEL = "tucano_deliveries"
+WEBHOOK_CHANNEL = "tucano_webhooks"
 
 log = structlog.get_logger("tucano.deliveries")
 
@@ -43,13 +51,57 @@ class Wakeup:
 wakeup = Wakeup()
 
 
+class WebhookChange(NamedTuple):
+    webhook_id: int
+    deleted: bool  # else changed: its URL, secret or state
+
+
+class WebhookChanges:
+    """A broadcast of webhook changes to every listener of this process."""
+
+    def __init__(self) -> None:
+        self._listeners: set[Callable[[WebhookChange], None]] = set()
+
+    def notify(self, change: WebhookChange) -> None:
+        for listener in list(self._listeners):
+            listener(change)
+
+    def listen(self, listener: Callable[[WebhookChange], None]) -> None:
+        self._listeners.add(listener)
+
+    def forget(self, listener: Callable[[WebhookChange], None]) -> None:
+        self._listeners.discard(listener)
+
+    @staticmethod
+    def encode(change: WebhookChange) -> str:
+        return f"{change.webhook_id}:{'deleted' if change.deleted else 'changed'}"
+
+    @staticmethod
+    def decode(payload: str) -> WebhookChange | None:
+        webhook_id, _, kind = payload.partition(":")
+        if not webhook_id.isdigit() or kind not in ("deleted", "changed"):
+            return None
+        return WebhookChange(int(webhook_id), kind == "deleted")
+
+
+webhook_changes = WebhookChanges()
+
+
+def _relay_webhook_change(_connection: object, _pid: int, _channel: str, payload: str) -> None:
+    change = WebhookChanges.decode(payload)
+    if change is not None:
+        webhook_changes.notify(change)
+
+
 async def listen_for_notifications(database_url: str, stop: asyncio.Event) -> None:
-    """Relay PostgreSQL notifications on NOTIFY_CHANNEL to `wakeup`, reconnecting until `stop`."""
+    """Relay PostgreSQL notifications to `wakeup` and `webhook_changes`, reconnecting until
+    `stop`."""
     while not stop.is_set():
         connection: asyncpg.Connection | None = None
         try:
             connection = await connect_asyncpg(database_url)
             await connection.add_listener(NOTIFY_CHANNEL, lambda *_: wakeup.notify())
+            await connection.add_listener(WEBHOOK_CHANNEL, _relay_webhook_change)
             # Anything committed while we were not listening is found by this first poll.
             wakeup.notify()
             while not stop.is_set() and not connection.is_closed():

@@ -39,7 +39,12 @@ from tucano.deliveries.models import ResultStatus
 from tucano.deliveries.retry import next_attempt_delay
 from tucano.deliveries.sender import USER_AGENT, Sender, SendResult
 from tucano.deliveries.service import ClaimedDelivery, Outcome
-from tucano.deliveries.wakeup import listen_for_notifications, wakeup
+from tucano.deliveries.wakeup import (
+    WebhookChange,
+    listen_for_notifications,
+    wakeup,
+    webhook_changes,
+)
 from tucano.webhooks.signing import delivery_headers
 
 log = structlog.get_logger("tucano.deliveries")
@@ -106,14 +111,17 @@ class _Dispatcher:
 
     async def next(self) -> tuple[ClaimedDelivery, _Target] | None:
         """The next delivery to send, waiting for one if need be; None once closed."""
-        while not self._turns:
-            if self._closed:
-                return None
-            idle = asyncio.get_running_loop().create_future()
-            self._idle.append(idle)
-            await idle
-        target = self._turns.popleft()
-        target.queued = False
+        while True:
+            while not self._turns:
+                if self._closed:
+                    return None
+                idle = asyncio.get_running_loop().create_future()
+                self._idle.append(idle)
+                await idle
+            target = self._turns.popleft()
+            target.queued = False
+            if target.waiting:  # (emptied meanwhile by take_webhook)
+                break
         delivery = target.waiting.popleft()
         self.waiting -= 1
         target.running += 1
@@ -128,6 +136,20 @@ class _Dispatcher:
             del self.targets[target.key]
         else:
             self._offer(target)
+
+    def take_webhook(self, webhook_id: int) -> list[ClaimedDelivery]:
+        """The deliveries of one webhook not handed out yet, taken out of the dispatcher."""
+        taken: list[ClaimedDelivery] = []
+        for key, target in list(self.targets.items()):
+            if webhook_id not in target.webhook_ids:
+                continue
+            kept = deque(d for d in target.waiting if d.webhook_id != webhook_id)
+            taken += [d for d in target.waiting if d.webhook_id == webhook_id]
+            target.waiting = kept
+            if target.running == 0 and not target.waiting:
+                del self.targets[key]
+        self.waiting -= len(taken)
+        return taken
 
     def take_waiting(self) -> list[ClaimedDelivery]:
         """Everything not handed out yet (to give back on shutdown)."""
@@ -169,6 +191,9 @@ class DeliveryWorker:
         # A target this worker holds this many claimed deliveries for is left out of claims.
         self._saturated = PREFETCH * settings.delivery_concurrency_per_target
         self._more_due = False
+        # Webhooks changed or deleted lately (monotonic time, deleted?): a claim that started
+        # before the change read the old values.
+        self._changes: dict[int, tuple[float, bool]] = {}
         self._left_out: set[str] = set()  # keys of the targets the last claim left out
         self._outcomes: list[Outcome] = []
         self._stale: list[ClaimedDelivery] = []
@@ -182,6 +207,7 @@ class DeliveryWorker:
         started) and record every outcome before returning."""
         # One event wakes the claim loop: new deliveries committed (wakeup), room freed, stop.
         self._attention = wakeup.waiter()
+        webhook_changes.listen(self._on_webhook_change)
         stopping = asyncio.create_task(self._attend_when_set(stop), name="delivery-stop")
         recording = asyncio.Event()
         recorder = asyncio.create_task(
@@ -214,6 +240,7 @@ class DeliveryWorker:
                     )
         finally:
             wakeup.forget(self._attention)
+            webhook_changes.forget(self._on_webhook_change)
             stopping.cancel()
             await self._drain(senders)
             recording.set()
@@ -238,6 +265,7 @@ class DeliveryWorker:
 
     async def _claim(self, room: int) -> None:
         dispatcher = self._dispatcher
+        started = time.monotonic()
         full = [t for t in dispatcher.targets.values() if dispatcher.held(t) >= self._saturated]
         self._left_out = {target.key for target in full}
         try:
@@ -252,9 +280,46 @@ class DeliveryWorker:
             self._more_due = False  # the poll tries again
             return
         self._more_due = claim.more_due
+        for webhook_id, (changed_at, _) in list(self._changes.items()):
+            if changed_at < started - 60:
+                del self._changes[webhook_id]
         for delivery in claim.deliveries:
-            if delivery.target is not None:  # None: the webhook was deleted, and its delivery
+            change = self._changes.get(delivery.webhook_id)
+            if change is not None and change[0] >= started:
+                self._drop([delivery], deleted=change[1])
+            elif delivery.target is not None:  # None: the webhook was deleted, and its delivery
                 dispatcher.add(delivery, delivery.target.target_url)
+
+    def _on_webhook_change(self, change: WebhookChange) -> None:
+        """A webhook changed or was deleted: what this worker holds for it carries the old URL,
+        secret or state. Deliveries not started yet go back to the queue, to be claimed again
+        with what the webhook is now (or, deleted, are recorded as cancelled)."""
+        self._changes[change.webhook_id] = (time.monotonic(), change.deleted)
+        self._drop(self._dispatcher.take_webhook(change.webhook_id), deleted=change.deleted)
+
+    def _drop(self, deliveries: list[ClaimedDelivery], *, deleted: bool) -> None:
+        if not deliveries:
+            return
+        if deleted:
+            now = clock.now()
+            self._outcomes += [
+                Outcome(
+                    claimed=delivery,
+                    status=ResultStatus.FAILED,
+                    target_url=delivery.target.target_url if delivery.target else "",
+                    http_status=None,
+                    response_body=None,
+                    error_message="not sent: the webhook was deleted; this delivery is cancelled",
+                    duration_ms=0,
+                    attempted_at=now,
+                    next_attempt_at=None,
+                )
+                for delivery in deliveries
+            ]
+            self._outcome_ready.set()
+        else:
+            self._stale += deliveries
+            self._attention.set()
 
     async def _give_back_stale(self) -> None:
         if self._stale:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from decimal import Decimal
 from enum import IntEnum
 from functools import lru_cache
 from typing import Annotated, Any, Literal, Protocol
@@ -12,7 +11,7 @@ from typing import Annotated, Any, Literal, Protocol
 from pydantic import Field, StrictInt, StringConstraints, field_validator
 
 from tucano.brazil.documents import parse_registration_number
-from tucano.money import Money, from_cents
+from tucano.money import Money, MoneyOut, from_cents
 from tucano.payment_links.checkout_tokens import issue_checkout_token
 from tucano.payment_links.installments import MAX_INSTALLMENTS, installment_options
 from tucano.wire import ApiModel, UtcTimestamp
@@ -67,7 +66,7 @@ class LinkStatus(ApiModel):
 
 class InstallmentOption(ApiModel):
     number_installments: int
-    amount_installment: Decimal = Field(description="amount / numberInstallments, half-up.")
+    amount_installment: MoneyOut = Field(description="amount / numberInstallments, half-up.")
 
 
 class LinkPayment(ApiModel):
@@ -76,7 +75,7 @@ class LinkPayment(ApiModel):
     payment_receipt: str = Field(description="PIX end-to-end id, or the card NSU.")
     payment_date: UtcTimestamp
     installments: int
-    amount: Decimal
+    amount: MoneyOut
 
 
 class PaymentLinkOut(ApiModel):
@@ -85,7 +84,7 @@ class PaymentLinkOut(ApiModel):
     link_payment_uuid: uuid.UUID
     payer_name: str
     registration_number: str
-    amount: Decimal
+    amount: MoneyOut
     numbers_installments: int
     status: LinkStatus
     url_payment: str = Field(description="Checkout address, with a signed token.")
@@ -196,19 +195,19 @@ def expiration_of(created_at: datetime, days: int) -> datetime:
 class StatusTotal(ApiModel):
     status: StatusName
     count: int
-    amount: Decimal
+    amount: MoneyOut
 
 
 class MethodTotal(ApiModel):
     payment_method: int = Field(description="1 credit card, 2 PIX.")
     count: int
-    amount: Decimal
+    amount: MoneyOut
 
 
 class DayTotal(ApiModel):
     date: str = Field(description="A UTC day of creationDate, YYYY-MM-DD.")
     count: int
-    amount: Decimal
+    amount: MoneyOut
 
 
 class PaymentLinkReport(ApiModel):
@@ -217,7 +216,7 @@ class PaymentLinkReport(ApiModel):
     start_date: UtcTimestamp
     end_date: UtcTimestamp
     total_count: int
-    total_amount: Decimal
+    total_amount: MoneyOut
     by_status: list[StatusTotal]
     by_payment_method: list[MethodTotal] = Field(description="Paid links, by how they were paid.")
     by_day: list[DayTotal]

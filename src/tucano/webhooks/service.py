@@ -8,13 +8,19 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import NamedTuple, cast
 
-from sqlalchemy import Table, delete, func, select, update
+from sqlalchemy import Table, delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.auth.tokens import Principal
 from tucano.clock import clock
 from tucano.config import Settings
-from tucano.db import Database
+from tucano.db import Database, call_after_commit
+from tucano.deliveries.wakeup import (
+    WEBHOOK_CHANNEL,
+    WebhookChange,
+    WebhookChanges,
+    webhook_changes,
+)
 from tucano.errors import BadRequest, ErrorCode, NotFound
 from tucano.pagination import PageRequest
 from tucano.webhooks.events import EventType
@@ -119,6 +125,7 @@ async def update_webhook(
         webhook.is_active = data.is_active
     webhook.updated_at = clock.now()
     await session.flush()
+    await announce_change(session, webhook_id, deleted=False)
     return webhook
 
 
@@ -128,6 +135,7 @@ async def delete_webhook(session: AsyncSession, *, customer_id: int, webhook_id:
     )
     if getattr(result, "rowcount", 0) == 0:
         raise NotFound(ErrorCode.WEBHOOK_NOT_FOUND)
+    await announce_change(session, webhook_id, deleted=True)
 
 
 async def rotate_secret(session: AsyncSession, *, customer_id: int, webhook_id: int) -> Webhook:
@@ -138,7 +146,22 @@ async def rotate_secret(session: AsyncSession, *, customer_id: int, webhook_id: 
     webhook.secret = new_signing_secret()
     webhook.updated_at = now
     await session.flush()
+    await announce_change(session, webhook_id, deleted=False)
     return webhook
+
+
+async def announce_change(session: AsyncSession, webhook_id: int, *, deleted: bool) -> None:
+    """Tell delivery workers, once this transaction commits, that a webhook changed (URL,
+    secret, state) or was deleted: they drop what they hold for it under the old values."""
+    change = WebhookChange(webhook_id, deleted)
+    call_after_commit(
+        session, f"webhooks.change.{webhook_id}", lambda: webhook_changes.notify(change)
+    )
+    if session.get_bind().dialect.name == "postgresql":
+        await session.execute(
+            text("SELECT pg_notify(:channel, :payload)"),
+            {"channel": WEBHOOK_CHANNEL, "payload": WebhookChanges.encode(change)},
+        )
 
 
 # --- what the delivery engine needs from webhooks ---------------------------------------------
@@ -238,6 +261,8 @@ async def deactivate_failing_webhooks(
             ),
             execution_options={"synchronize_session": False},
         )
+        for webhook_id in ids:
+            await announce_change(session, webhook_id, deleted=False)
     return ids
 
 
