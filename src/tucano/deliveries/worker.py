@@ -73,6 +73,21 @@ class _Target:
     queued: bool = False  # in the dispatcher's turn order
 
 
+def _not_sent(delivery: ClaimedDelivery, why: str, *, at: datetime) -> Outcome:
+    """The last record of a delivery cancelled before its attempt."""
+    return Outcome(
+        claimed=delivery,
+        status=ResultStatus.FAILED,
+        target_url=delivery.target.target_url if delivery.target else "",
+        http_status=None,
+        response_body=None,
+        error_message=f"not sent: {why}; this delivery is cancelled",
+        duration_ms=0,
+        attempted_at=at,
+        next_attempt_at=None,
+    )
+
+
 class _Dispatcher:
     """Claimed deliveries grouped by target, handed to senders target by target in turn."""
 
@@ -303,18 +318,7 @@ class DeliveryWorker:
         if deleted:
             now = clock.now()
             self._outcomes += [
-                Outcome(
-                    claimed=delivery,
-                    status=ResultStatus.FAILED,
-                    target_url=delivery.target.target_url if delivery.target else "",
-                    http_status=None,
-                    response_body=None,
-                    error_message="not sent: the webhook was deleted; this delivery is cancelled",
-                    duration_ms=0,
-                    attempted_at=now,
-                    next_attempt_at=None,
-                )
-                for delivery in deliveries
+                _not_sent(delivery, "the webhook was deleted", at=now) for delivery in deliveries
             ]
             self._outcome_ready.set()
         else:
@@ -362,17 +366,7 @@ class DeliveryWorker:
         target = delivery.target
         assert target is not None
         if not target.is_active:
-            return Outcome(
-                claimed=delivery,
-                status=ResultStatus.FAILED,
-                target_url=target.target_url,
-                http_status=None,
-                response_body=None,
-                error_message="not sent: the webhook is inactive; this delivery is cancelled",
-                duration_ms=0,
-                attempted_at=attempted_at,
-                next_attempt_at=None,
-            )
+            return _not_sent(delivery, "the webhook is inactive", at=attempted_at)
         headers = delivery_headers(
             secrets=target.signing_secrets,
             message_id=delivery.event_id,
