@@ -10,8 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tucano import wire
-from tucano.payment_links.schemas import PaymentLinkOut, link_document, status_at
-from tucano.payment_links.service import PaymentView
+from tucano.payment_links.schemas import PaymentLinkOut, PaymentView, link_document, status_at
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 # What the API lets into a text field: no NUL, no lone surrogate.

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime, timedelta
 from enum import IntEnum
 from functools import lru_cache
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
 from pydantic import Field, StrictInt, StringConstraints, field_validator
 
@@ -117,7 +117,9 @@ class LinkFields(Protocol):
     expires_at: datetime
 
 
-class PaymentFields(Protocol):
+class PaymentView(NamedTuple):
+    """A link's payment as shown (read from the payments table by the service)."""
+
     method: int
     payment_id: str
     payment_receipt: str
@@ -142,7 +144,7 @@ def _checkout_url(public_url: str, link_uuid: uuid.UUID, expires_at: datetime, k
 
 def link_document(
     link: LinkFields,
-    payment: PaymentFields | None,
+    payment: PaymentView | None,
     *,
     now: datetime,
     public_url: str,

@@ -49,6 +49,7 @@ from tucano.payment_links.schemas import (
     METHOD_PIX,
     PaymentLinkCreate,
     PaymentMethod,
+    PaymentView,
     StatusName,
     expiration_of,
     status_at,
@@ -275,17 +276,6 @@ async def get_link(
     if row is None:
         raise NotFound(ErrorCode.PAYMENT_LINK_NOT_FOUND)
     return row[0], row[1]
-
-
-class PaymentView(NamedTuple):
-    """A link's payment as read for display (the PaymentFields of schemas)."""
-
-    method: int
-    payment_id: str
-    payment_receipt: str
-    paid_at: datetime
-    installments: int
-    amount_cents: int
 
 
 _LINKS = cast(Table, PaymentLink.__table__)
