@@ -74,6 +74,7 @@ class Row:
     seconds: float
     p50_ms: float | None = None
     p99_ms: float | None = None
+    cpu_seconds: float | None = None  # of this process (all its threads) over the scenario
 
     @property
     def rate(self) -> float:
@@ -176,10 +177,14 @@ async def ceiling(receivers: Receivers, events: int, label: str) -> Row:
                     await response.read()
 
         started = time.perf_counter()
+        cpu = time.process_time()
         await asyncio.gather(*(post_all() for _ in range(CONCURRENCY)))
         seconds = time.perf_counter() - started
+        cpu = time.process_time() - cpu
         await receivers.arrivals(http)  # discard
-    return Row(f"ceiling ({label}): bare aiohttp client, no database", len(jobs), seconds)
+    return Row(
+        f"ceiling ({label}): bare aiohttp client, no database", len(jobs), seconds, cpu_seconds=cpu
+    )
 
 
 async def fresh_database(kind: str, base_url: str | None, workdir: Path) -> str:
@@ -278,20 +283,24 @@ async def run_engine(
             await publish(database, burst[start : start + 100], committed)
         stop = asyncio.Event()
         started = time.time()
+        cpu = time.process_time()
         worker = asyncio.create_task(DeliveryWorker(database, settings).run(stop))
         arrived = await receivers.wait_for(http, events * fan_out, within=300)
+        cpu = time.process_time() - cpu
         last = max(t for _, t in arrived)
         rows.append(
             Row(
                 f"{kind}: burst of {events} events x {fan_out} webhooks",
                 len(arrived),
                 last - started,
+                cpu_seconds=cpu,
             )
         )
 
         # Paced: half the ceiling's rate, events published every 20 ms (as many as are due by
         # the clock, so a slow tick is made up at the next one).
         committed = {}
+        cpu = time.process_time()
         tick = 0.02
         paced = payloads(int(paced_rate / fan_out * seconds) + 1)
         began = time.monotonic()
@@ -303,6 +312,7 @@ async def run_engine(
         published_for = time.monotonic() - began
         expected = len(committed) * fan_out
         arrived = await receivers.wait_for(http, expected, within=120)
+        cpu = time.process_time() - cpu
         latencies = [(t - committed[i]) * 1000 for i, t in arrived if i in committed]
         rows.append(
             Row(
@@ -311,6 +321,7 @@ async def run_engine(
                 published_for,
                 p50_ms=statistics.median(latencies) if latencies else None,
                 p99_ms=percentile(latencies, 0.99) if latencies else None,
+                cpu_seconds=cpu,
             )
         )
     stop.set()
@@ -322,15 +333,17 @@ async def run_engine(
 def table(rows: list[Row], ceiling_rate: float) -> str:
     lines = [
         f"{'scenario':<58} {'deliveries':>10} {'per second':>11} {'of ceiling':>10}"
-        f" {'p50 ms':>8} {'p99 ms':>8}",
-        "-" * 110,
+        f" {'p50 ms':>8} {'p99 ms':>8} {'CPU us':>7}",
+        "-" * 118,
     ]
     for row in rows:
         p50 = f"{row.p50_ms:.1f}" if row.p50_ms is not None else "-"
         p99 = f"{row.p99_ms:.1f}" if row.p99_ms is not None else "-"
         share = "-" if "paced" in row.name else f"{row.rate / ceiling_rate:.0%}"
+        cpu = f"{row.cpu_seconds / row.deliveries * 1e6:.0f}" if row.cpu_seconds else "-"
         lines.append(
             f"{row.name:<58} {row.deliveries:>10} {row.rate:>11.0f} {share:>10} {p50:>8} {p99:>8}"
+            f" {cpu:>7}"
         )
     return "\n".join(lines)
 
@@ -380,7 +393,8 @@ async def main() -> None:
     print(
         f"\nWebhook deliveries ({os.cpu_count()} CPUs, {placement.describe()}, "
         f"{args.receivers} receivers, concurrency {CONCURRENCY}); 'of ceiling' is against the "
-        f"mean of the two ceiling runs, {top:.0f}/s\n"
+        f"mean of the two ceiling runs, {top:.0f}/s; 'CPU us' is this process's CPU time (all its "
+        "threads) per delivery\n"
     )
     print(table(rows, top))
     if "postgresql" not in kinds:
