@@ -13,13 +13,13 @@ import secrets
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, cast
 
 import orjson
 import structlog
 from pydantic import BaseModel
-from sqlalchemy import Select, Table, bindparam, delete, func, select, text, update
+from sqlalchemy import Table, bindparam, delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano import wire
@@ -321,38 +321,35 @@ SELECT c.id, c.event_id, c.webhook_id, c.customer_id, c.attempts, e.event_type, 
   LEFT JOIN webhooks AS w ON w.id = c.webhook_id
 """  # noqa: S608 - our own constants
 
+# SQLite: the same work as a few statements in one transaction under the database's write lock,
+# written for the driver (the claimed ids travel as one JSON array, rows come back as plain
+# tuples): SQLAlchemy's compilation and per-row processing cost more than SQLite itself here,
+# and on SQLite every microsecond of it is spent in the worker's own process.
+_DUE_ON_SQLITE = """
+SELECT id FROM deliveries
+ WHERE {queue} AND next_attempt_at <= ? AND webhook_id NOT IN (SELECT value FROM json_each(?))
+ ORDER BY next_attempt_at LIMIT ?
+"""
+_CLAIM_ON_SQLITE = """
+UPDATE deliveries SET next_attempt_at = ?, claim_token = ?, updated_at = ?
+ WHERE id IN (SELECT value FROM json_each(?))
+"""
+# SQLite's RETURNING cannot reach other tables.
+_CLAIMED_ON_SQLITE = """
+SELECT d.id, d.event_id, d.webhook_id, d.customer_id, d.attempts, e.event_type, e.payload,
+       w.target_url, w.is_active, w.secret, w.previous_secret, w.previous_secret_expires_at
+  FROM deliveries AS d
+  JOIN events AS e ON e.id = d.event_id
+  LEFT JOIN webhooks AS w ON w.id = d.webhook_id
+ WHERE d.id IN (SELECT value FROM json_each(?))
+"""
+
 _WEBHOOKS = cast(Table, Webhook.__table__)
-_CLAIMED_COLUMNS = (
-    _DELIVERIES.c.id,
-    _DELIVERIES.c.event_id,
-    _DELIVERIES.c.webhook_id,
-    _DELIVERIES.c.customer_id,
-    _DELIVERIES.c.attempts,
-)
-_DELIVERY_CONTEXT = (
-    _EVENTS.c.event_type,
-    _EVENTS.c.payload,
-    _WEBHOOKS.c.target_url,
-    _WEBHOOKS.c.is_active,
-    _WEBHOOKS.c.secret,
-    _WEBHOOKS.c.previous_secret,
-    _WEBHOOKS.c.previous_secret_expires_at,
-)
 
 
-def _due_on_sqlite(
-    queue: str, *, limit: int, now: datetime, exclude_webhooks: Sequence[int]
-) -> Select[tuple[int]]:
-    d = _DELIVERIES.c
-    due: Select[tuple[int]] = (
-        select(d.id)
-        .where(text(queue), d.next_attempt_at <= now)
-        .order_by(d.next_attempt_at)
-        .limit(limit)
-    )
-    if exclude_webhooks:
-        due = due.where(d.webhook_id.not_in(exclude_webhooks))
-    return due
+def _read_sqlite_time(stored: str | None) -> datetime | None:
+    """A timestamp as SQLite keeps it (naive UTC text, see db.UTCDateTime)."""
+    return None if stored is None else datetime.fromisoformat(stored).replace(tzinfo=UTC)
 
 
 async def _claim_on_sqlite(
@@ -364,44 +361,44 @@ async def _claim_on_sqlite(
     until: datetime,
     token: str,
     exclude_webhooks: Sequence[int],
-) -> Sequence[Any]:
-    d = _DELIVERIES.c
-    async with database.session() as session:
-        # Under the database's write lock (BEGIN IMMEDIATE): nobody else claims meanwhile.
-        ids = list(
-            await session.scalars(
-                _due_on_sqlite(
-                    RETRY_QUEUE, limit=retries, now=now, exclude_webhooks=exclude_webhooks
-                )
+) -> list[tuple[Any, ...]]:
+    dialect = database.engine.dialect
+    stored_time = _DELIVERIES.c.next_attempt_at.type.bind_processor(dialect)
+    assert stored_time is not None
+    at = stored_time(now)
+    excluded = orjson.dumps(list(exclude_webhooks)).decode()
+    async with database.engine.connect() as connection, connection.begin():
+        # BEGIN IMMEDIATE (see db.py): nobody else claims meanwhile.
+        ids = [
+            row[0]
+            for row in await connection.exec_driver_sql(
+                _DUE_ON_SQLITE.format(queue=RETRY_QUEUE), (at, excluded, retries)
             )
-        )
-        ids += await session.scalars(
-            _due_on_sqlite(
-                FIRST_ATTEMPT_QUEUE,
-                limit=limit - len(ids),
-                now=now,
-                exclude_webhooks=exclude_webhooks,
+        ]
+        ids += [
+            row[0]
+            for row in await connection.exec_driver_sql(
+                _DUE_ON_SQLITE.format(queue=FIRST_ATTEMPT_QUEUE), (at, excluded, limit - len(ids))
             )
-        )
+        ]
         if not ids:
             return []
-        await session.execute(
-            update(_DELIVERIES)
-            .where(d.id.in_(ids))
-            .values(next_attempt_at=until, claim_token=token, updated_at=now)
+        claimed = orjson.dumps(ids).decode()
+        await connection.exec_driver_sql(_CLAIM_ON_SQLITE, (stored_time(until), token, at, claimed))
+        rows: Sequence[Any] = (
+            await connection.exec_driver_sql(_CLAIMED_ON_SQLITE, (claimed,))
+        ).all()
+    # SQLite keeps booleans as integers and timestamps as text.
+    return [
+        (
+            *row[:8],
+            None if row[8] is None else bool(row[8]),
+            row[9],
+            row[10],
+            _read_sqlite_time(row[11]),
         )
-        # SQLite's RETURNING cannot reach other tables.
-        rows = list(
-            await session.execute(
-                select(*_CLAIMED_COLUMNS, *_DELIVERY_CONTEXT)
-                .select_from(_DELIVERIES)
-                .join(_EVENTS, _EVENTS.c.id == d.event_id)
-                .outerjoin(_WEBHOOKS, _WEBHOOKS.c.id == d.webhook_id)
-                .where(d.id.in_(ids))
-            )
-        )
-        await session.commit()
-    return rows
+        for row in rows
+    ]
 
 
 class Claim(NamedTuple):
@@ -586,57 +583,67 @@ def _outcome_row(o: Outcome) -> tuple[Any, ...]:
     )
 
 
+_RESULT_NAMES = _RESULT_COLUMNS.split(", ")
+_INSERT_RESULT_ON_SQLITE = (
+    f"INSERT INTO delivery_results ({_RESULT_COLUMNS}) "  # noqa: S608 - our own column names
+    f"VALUES ({', '.join('?' for _ in _RESULT_NAMES)})"
+)
+_QUEUED_ON_SQLITE = "SELECT id FROM deliveries WHERE id IN (SELECT value FROM json_each(?))"
+_FINISH_ON_SQLITE = "DELETE FROM deliveries WHERE id = ? AND claim_token = ?"
+_RETRY_ON_SQLITE = """
+UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = ?, claim_token = NULL,
+       updated_at = ?
+ WHERE id = ? AND claim_token = ?
+"""
+
+
 async def _record_on_sqlite(database: Database, rows: list[tuple[Any, ...]], now: datetime) -> None:
+    """The same as _RECORD_ON_POSTGRES, in one transaction of driver-level statements."""
+    stored_time = _RESULTS.c.attempted_at.type.bind_processor(database.engine.dialect)
+    assert stored_time is not None
     names = [name for name, _ in _OUTCOME_COLUMNS]
-    result_names = _RESULT_COLUMNS.split(", ")
-    at = {name: names.index(name) for name in ("delivery_id", "claim_token", "next_attempt_at")}
-    claims = [
-        {
-            "b_id": row[at["delivery_id"]],
-            "b_token": row[at["claim_token"]],
-            "b_next": row[at["next_attempt_at"]],
-        }
-        for row in rows
-    ]
-    table = _DELIVERIES
-    held = (table.c.id == bindparam("b_id"), table.c.claim_token == bindparam("b_token"))
-    async with database.session() as session:
-        queued = set(
-            await session.scalars(
-                select(table.c.id).where(table.c.id.in_([c["b_id"] for c in claims]))
-            )
+    delivery_id, token, status, error, attempted, next_at = (
+        names.index(name)
+        for name in (
+            "delivery_id",
+            "claim_token",
+            "status",
+            "error_message",
+            "attempted_at",
+            "next_attempt_at",
         )
-        results = [{name: row[names.index(name)] for name in result_names} for row in rows]
-        for result in results:
-            # A retry whose delivery left the queue meanwhile (see _RECORD_ON_POSTGRES).
-            if (
-                result["status"] == ResultStatus.PENDING_RETRY
-                and result["delivery_id"] not in queued
-            ):
-                result["status"] = ResultStatus.FAILED
-                result["error_message"] = ((result["error_message"] or "") + NOT_RETRIED)[:500]
-                result["next_attempt_at"] = None
-        await insert_many(session, _RESULTS, results)
-        finished = [c for c in claims if c["b_next"] is None]
-        retries = [c for c in claims if c["b_next"] is not None]
+    )
+    kept = [names.index(name) for name in _RESULT_NAMES]
+    async with database.engine.connect() as connection, connection.begin():
+        queued = {
+            row[0]
+            for row in await connection.exec_driver_sql(
+                _QUEUED_ON_SQLITE, (orjson.dumps([row[delivery_id] for row in rows]).decode(),)
+            )
+        }
+        results = []
+        for row in rows:
+            result = list(row)
+            if result[status] == ResultStatus.PENDING_RETRY and result[delivery_id] not in queued:
+                # A retry whose delivery left the queue meanwhile (see _RECORD_ON_POSTGRES).
+                result[status] = ResultStatus.FAILED
+                result[error] = ((result[error] or "") + NOT_RETRIED)[:500]
+                result[next_at] = None
+            result[attempted] = stored_time(result[attempted])
+            if result[next_at] is not None:
+                result[next_at] = stored_time(result[next_at])
+            results.append(tuple(result[i] for i in kept))
+        await connection.exec_driver_sql(_INSERT_RESULT_ON_SQLITE, results)
+        finished = [(row[delivery_id], row[token]) for row in rows if row[next_at] is None]
         if finished:
-            await session.execute(
-                delete(table).where(*held),
-                [{k: c[k] for k in ("b_id", "b_token")} for c in finished],
-            )
+            await connection.exec_driver_sql(_FINISH_ON_SQLITE, finished)
+        retries = [
+            (stored_time(row[next_at]), stored_time(now), row[delivery_id], row[token])
+            for row in rows
+            if row[next_at] is not None
+        ]
         if retries:
-            await session.execute(
-                update(table)
-                .where(*held)
-                .values(
-                    attempts=table.c.attempts + 1,
-                    next_attempt_at=bindparam("b_next"),
-                    claim_token=None,
-                    updated_at=now,
-                ),
-                retries,
-            )
-        await session.commit()
+            await connection.exec_driver_sql(_RETRY_ON_SQLITE, retries)
 
 
 async def record_outcomes(database: Database, outcomes: Sequence[Outcome]) -> None:
