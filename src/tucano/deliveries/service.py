@@ -38,7 +38,6 @@ from tucano.errors import AppError, ErrorCode, NotFound
 from tucano.pagination import PageRequest
 from tucano.webhooks import service as webhooks
 from tucano.webhooks.events import EventType
-from tucano.webhooks.models import Webhook
 
 log = structlog.get_logger("tucano.deliveries")
 
@@ -344,8 +343,6 @@ SELECT d.id, d.event_id, d.webhook_id, d.customer_id, d.attempts, e.event_type, 
  WHERE d.id IN (SELECT value FROM json_each(?))
 """
 
-_WEBHOOKS = cast(Table, Webhook.__table__)
-
 
 def _read_sqlite_time(stored: str | None) -> datetime | None:
     """A timestamp as SQLite keeps it (naive UTC text, see db.UTCDateTime)."""
@@ -584,6 +581,8 @@ def _outcome_row(o: Outcome) -> tuple[Any, ...]:
 
 
 _RESULT_NAMES = _RESULT_COLUMNS.split(", ")
+_AT = {name: i for i, (name, _) in enumerate(_OUTCOME_COLUMNS)}  # an outcome row's positions
+_RESULT_POSITIONS = [_AT[name] for name in _RESULT_NAMES]
 _INSERT_RESULT_ON_SQLITE = (
     f"INSERT INTO delivery_results ({_RESULT_COLUMNS}) "  # noqa: S608 - our own column names
     f"VALUES ({', '.join('?' for _ in _RESULT_NAMES)})"
@@ -601,19 +600,14 @@ async def _record_on_sqlite(database: Database, rows: list[tuple[Any, ...]], now
     """The same as _RECORD_ON_POSTGRES, in one transaction of driver-level statements."""
     stored_time = _RESULTS.c.attempted_at.type.bind_processor(database.engine.dialect)
     assert stored_time is not None
-    names = [name for name, _ in _OUTCOME_COLUMNS]
     delivery_id, token, status, error, attempted, next_at = (
-        names.index(name)
-        for name in (
-            "delivery_id",
-            "claim_token",
-            "status",
-            "error_message",
-            "attempted_at",
-            "next_attempt_at",
-        )
+        _AT["delivery_id"],
+        _AT["claim_token"],
+        _AT["status"],
+        _AT["error_message"],
+        _AT["attempted_at"],
+        _AT["next_attempt_at"],
     )
-    kept = [names.index(name) for name in _RESULT_NAMES]
     async with database.engine.connect() as connection, connection.begin():
         queued = {
             row[0]
@@ -632,7 +626,7 @@ async def _record_on_sqlite(database: Database, rows: list[tuple[Any, ...]], now
             result[attempted] = stored_time(result[attempted])
             if result[next_at] is not None:
                 result[next_at] = stored_time(result[next_at])
-            results.append(tuple(result[i] for i in kept))
+            results.append(tuple(result[i] for i in _RESULT_POSITIONS))
         await connection.exec_driver_sql(_INSERT_RESULT_ON_SQLITE, results)
         finished = [(row[delivery_id], row[token]) for row in rows if row[next_at] is None]
         if finished:
