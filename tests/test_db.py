@@ -1,20 +1,76 @@
-"""The database core's PostgreSQL statement pool (Database.driver_connection)."""
+"""The database core's driver-level paths: PostgreSQL's statement pool
+(Database.driver_connection) and work run on SQLite's driver thread (run_on_sqlite)."""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from tests.conftest import POSTGRES_URL
-from tucano.db import Database
+from tucano.db import Database, immediate_transaction, run_on_sqlite
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.skipif(not POSTGRES_URL, reason="TUCANO_TEST_DATABASE_URL not set"),
-]
+needs_postgres = pytest.mark.skipif(not POSTGRES_URL, reason="TUCANO_TEST_DATABASE_URL not set")
 
 
+@pytest.fixture
+async def sqlite_database(tmp_path: Path) -> AsyncIterator[Database]:
+    database = Database(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
+    async with database.session() as session:
+        await session.execute(text("CREATE TABLE notes (body TEXT NOT NULL)"))
+        await session.commit()
+    yield database
+    await database.dispose()
+
+
+def _bodies(connection: sqlite3.Connection) -> list[str]:
+    return [row[0] for row in connection.execute("SELECT body FROM notes ORDER BY body")]
+
+
+async def test_sqlite_work_that_fails_leaves_nothing_behind(sqlite_database: Database) -> None:
+    def write_then_fail(connection: sqlite3.Connection) -> None:
+        with immediate_transaction(connection):
+            connection.execute("INSERT INTO notes VALUES ('half done')")
+            connection.execute("INSERT INTO notes VALUES (NULL)")  # NOT NULL: raises
+
+    with pytest.raises(sqlite3.IntegrityError):
+        await sqlite_database.run_on_sqlite(write_then_fail)
+
+    def write(connection: sqlite3.Connection) -> list[str]:
+        with immediate_transaction(connection):
+            connection.execute("INSERT INTO notes VALUES ('done')")
+        return _bodies(connection)
+
+    # The connection is usable afterwards, and the failed work's row is gone.
+    assert await sqlite_database.run_on_sqlite(write) == ["done"]
+
+
+async def test_sqlite_work_joins_the_session_transaction(sqlite_database: Database) -> None:
+    def write(connection: sqlite3.Connection) -> None:
+        connection.execute("INSERT INTO notes VALUES ('with the session')")
+
+    async with sqlite_database.session() as session:
+        await session.execute(text("INSERT INTO notes VALUES ('through SQLAlchemy')"))
+        await run_on_sqlite(await session.connection(), write)
+        await session.rollback()
+    assert await sqlite_database.run_on_sqlite(_bodies) == []
+
+    async with sqlite_database.session() as session:
+        await session.execute(text("INSERT INTO notes VALUES ('through SQLAlchemy')"))
+        await run_on_sqlite(await session.connection(), write)
+        await session.commit()
+    assert await sqlite_database.run_on_sqlite(_bodies) == [
+        "through SQLAlchemy",
+        "with the session",
+    ]
+
+
+@pytest.mark.postgres
+@needs_postgres
 async def test_the_url_options_reach_the_statement_pool() -> None:
     # SQLAlchemy's spelling of the statement cache size, in the URL an operator writes.
     database = Database(POSTGRES_URL + "?prepared_statement_cache_size=0")
@@ -26,6 +82,8 @@ async def test_the_url_options_reach_the_statement_pool() -> None:
         await database.dispose()
 
 
+@pytest.mark.postgres
+@needs_postgres
 async def test_a_transaction_left_open_is_rolled_back_before_reuse() -> None:
     # The pool skips asyncpg's full reset; its built-in one must still end a transaction.
     database = Database(POSTGRES_URL, pool_size=1)
@@ -40,6 +98,8 @@ async def test_a_transaction_left_open_is_rolled_back_before_reuse() -> None:
         await database.dispose()
 
 
+@pytest.mark.postgres
+@needs_postgres
 async def test_concurrent_first_uses_open_one_pool() -> None:
     database = Database(POSTGRES_URL, pool_size=2)
     try:

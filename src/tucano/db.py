@@ -7,16 +7,18 @@ worker loop, a CLI command) commits it once, so two services can share one trans
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from sqlalchemy import BigInteger, DateTime, Integer, MetaData, Table, event
 from sqlalchemy.engine import Dialect
 from sqlalchemy.engine.url import make_url
 from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
@@ -33,6 +35,8 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
+
+T = TypeVar("T")
 
 # BIGINT on PostgreSQL; INTEGER on SQLite, where only that spelling is the autoincrementing rowid.
 BigIntPK = BigInteger().with_variant(Integer(), "sqlite")
@@ -226,6 +230,12 @@ class Database:
                 )
         return self._driver_pool
 
+    async def run_on_sqlite(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """SQLite only: `work` with this process's connection, on its thread, outside any
+        transaction (`work` opens its own: see immediate_transaction)."""
+        async with self.engine.connect() as connection:
+            return await run_on_sqlite(connection, work)
+
     async def dispose(self) -> None:
         if self._driver_pool is not None:
             pool, self._driver_pool = self._driver_pool, None
@@ -233,6 +243,36 @@ class Database:
         await self.engine.dispose()
         if self.read_engine is not self.engine:
             await self.read_engine.dispose()
+
+
+async def run_on_sqlite(connection: AsyncConnection, work: Callable[[sqlite3.Connection], T]) -> T:
+    """SQLite only: `work(sqlite3 connection)` on the thread aiosqlite keeps for the connection
+    under `connection`, as one hand-over, inside whatever transaction `connection` has open.
+
+    For the hot paths (the outbox, the delivery queue). Through SQLAlchemy every statement is
+    several hand-overs between the event loop and that thread (cursor, execute, fetch, close),
+    about 45 us of CPU each, plus SQLAlchemy's own work: a claim took 20 of them and about 3 ms
+    of CPU, and the same statements run in one hand-over. SQLite itself answers in microseconds.
+    The caller holds `connection`, so nothing else uses the sqlite3 connection meanwhile.
+    """
+    raw = await connection.get_raw_connection()
+    driver = raw.driver_connection  # aiosqlite.Connection
+    # aiosqlite's own way of running a call on its thread (every public method goes through it).
+    result: T = await driver._execute(work, driver._conn)  # type: ignore[union-attr]
+    return result
+
+
+@contextmanager
+def immediate_transaction(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A transaction that takes SQLite's write lock up front (see _on_begin), inside `work` of
+    run_on_sqlite; rolled back if the block raises."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield connection
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
 
 
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:

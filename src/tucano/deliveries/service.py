@@ -10,6 +10,7 @@ send outside any transaction, and record outcomes in batches.
 from __future__ import annotations
 
 import secrets
+import sqlite3
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano import wire
 from tucano.clock import clock
-from tucano.db import Database, call_after_commit, insert_many
+from tucano.db import Database, call_after_commit, immediate_transaction, insert_many, run_on_sqlite
 from tucano.deliveries.models import (
     FIRST_ATTEMPT_QUEUE,
     RETRY_QUEUE,
@@ -128,36 +129,41 @@ async def publish_events(session: AsyncSession, events: Sequence[NewEvent]) -> l
     ]
 
 
+# SQLite: the same as _PUBLISH_ON_POSTGRES in two statements, run on the driver's thread in one
+# hand-over (db.run_on_sqlite), inside the caller's transaction.
+_INSERT_EVENT_ON_SQLITE = (
+    "INSERT INTO events (id, customer_id, event_type, payload, created_at) VALUES (?, ?, ?, ?, ?)"
+)
+_QUEUE_ON_SQLITE = """
+INSERT INTO deliveries
+    (event_id, webhook_id, customer_id, attempts, next_attempt_at, created_at, updated_at)
+SELECT json_extract(e.value, '$[0]'), w.id, w.customer_id, 0, ?, ?, ?
+  FROM json_each(?) AS e
+  JOIN webhooks AS w
+    ON w.customer_id = json_extract(e.value, '$[1]')
+   AND w.event_type = json_extract(e.value, '$[2]') AND w.is_active
+ ORDER BY e.key, w.id
+RETURNING event_id
+"""
+
+
 async def _publish_on_sqlite(
     session: AsyncSession, rows: list[tuple[str, int, str, str]], now: datetime
 ) -> dict[str, int]:
-    await insert_many(
-        session,
-        _EVENTS,
-        [
-            {
-                "id": event_id,
-                "customer_id": customer_id,
-                "event_type": event_type,
-                "payload": payload,
-                "created_at": now,
-            }
-            for event_id, customer_id, event_type, payload in rows
-        ],
-    )
-    subscribers = await webhooks.active_webhook_ids_by_subscription(
-        session, {(customer_id, event_type) for _, customer_id, event_type, _ in rows}
-    )
-    targets = [
-        (event_id, customer_id, webhook_id)
-        for event_id, customer_id, event_type, _ in rows
-        for webhook_id in subscribers.get((customer_id, EventType(event_type)), [])
-    ]
-    await _queue_deliveries(session, targets, now=now)
-    queued: dict[str, int] = {}
-    for event_id, _, _ in targets:
-        queued[event_id] = queued.get(event_id, 0) + 1
-    return queued
+    stored_time = _EVENTS.c.created_at.type.bind_processor(session.get_bind().dialect)
+    assert stored_time is not None
+    at = stored_time(now)
+    events = [(*row, at) for row in rows]
+    subscriptions = orjson.dumps([row[:3] for row in rows]).decode()
+
+    def publish(connection: sqlite3.Connection) -> dict[str, int]:
+        connection.executemany(_INSERT_EVENT_ON_SQLITE, events)
+        queued: dict[str, int] = {}
+        for (event_id,) in connection.execute(_QUEUE_ON_SQLITE, (at, at, at, subscriptions)):
+            queued[event_id] = queued.get(event_id, 0) + 1
+        return queued
+
+    return await run_on_sqlite(await session.connection(), publish)
 
 
 async def publish_event(
@@ -321,9 +327,10 @@ SELECT c.id, c.event_id, c.webhook_id, c.customer_id, c.attempts, e.event_type, 
 """  # noqa: S608 - our own constants
 
 # SQLite: the same work as a few statements in one transaction under the database's write lock,
-# written for the driver (the claimed ids travel as one JSON array, rows come back as plain
-# tuples): SQLAlchemy's compilation and per-row processing cost more than SQLite itself here,
-# and on SQLite every microsecond of it is spent in the worker's own process.
+# run on the driver's thread in one hand-over (db.run_on_sqlite; the claimed ids travel as one
+# JSON array, rows come back as plain tuples): SQLAlchemy's compilation, its per-row processing
+# and a hand-over per statement cost more than SQLite itself here, and on SQLite every
+# microsecond of it is spent in the worker's own process.
 _DUE_ON_SQLITE = """
 SELECT id FROM deliveries
  WHERE {queue} AND next_attempt_at <= ? AND webhook_id NOT IN (SELECT value FROM json_each(?))
@@ -359,32 +366,33 @@ async def _claim_on_sqlite(
     token: str,
     exclude_webhooks: Sequence[int],
 ) -> list[tuple[Any, ...]]:
-    dialect = database.engine.dialect
-    stored_time = _DELIVERIES.c.next_attempt_at.type.bind_processor(dialect)
+    stored_time = _DELIVERIES.c.next_attempt_at.type.bind_processor(database.engine.dialect)
     assert stored_time is not None
-    at = stored_time(now)
+    at, lease_end = stored_time(now), stored_time(until)
     excluded = orjson.dumps(list(exclude_webhooks)).decode()
-    async with database.engine.connect() as connection, connection.begin():
-        # BEGIN IMMEDIATE (see db.py): nobody else claims meanwhile.
-        ids = [
-            row[0]
-            for row in await connection.exec_driver_sql(
-                _DUE_ON_SQLITE.format(queue=RETRY_QUEUE), (at, excluded, retries)
-            )
-        ]
-        ids += [
-            row[0]
-            for row in await connection.exec_driver_sql(
-                _DUE_ON_SQLITE.format(queue=FIRST_ATTEMPT_QUEUE), (at, excluded, limit - len(ids))
-            )
-        ]
-        if not ids:
-            return []
-        claimed = orjson.dumps(ids).decode()
-        await connection.exec_driver_sql(_CLAIM_ON_SQLITE, (stored_time(until), token, at, claimed))
-        rows: Sequence[Any] = (
-            await connection.exec_driver_sql(_CLAIMED_ON_SQLITE, (claimed,))
-        ).all()
+
+    def claim(connection: sqlite3.Connection) -> list[tuple[Any, ...]]:
+        with immediate_transaction(connection):  # nobody else claims meanwhile
+            ids = [
+                row[0]
+                for row in connection.execute(
+                    _DUE_ON_SQLITE.format(queue=RETRY_QUEUE), (at, excluded, retries)
+                )
+            ]
+            ids += [
+                row[0]
+                for row in connection.execute(
+                    _DUE_ON_SQLITE.format(queue=FIRST_ATTEMPT_QUEUE),
+                    (at, excluded, limit - len(ids)),
+                )
+            ]
+            if not ids:
+                return []
+            claimed = orjson.dumps(ids).decode()
+            connection.execute(_CLAIM_ON_SQLITE, (lease_end, token, at, claimed))
+            return connection.execute(_CLAIMED_ON_SQLITE, (claimed,)).fetchall()
+
+    rows = await database.run_on_sqlite(claim)
     # SQLite keeps booleans as integers and timestamps as text.
     return [
         (
@@ -596,8 +604,17 @@ UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = ?, claim_token 
 """
 
 
-async def _record_on_sqlite(database: Database, rows: list[tuple[Any, ...]], now: datetime) -> None:
-    """The same as _RECORD_ON_POSTGRES, in one transaction of driver-level statements."""
+async def _record_on_sqlite(
+    database: Database,
+    rows: list[tuple[Any, ...]],
+    now: datetime,
+    *,
+    succeeded: set[int],
+    failed: set[int],
+    health_at: datetime,
+) -> None:
+    """The same as _RECORD_ON_POSTGRES, and the webhooks' health, in one transaction run on the
+    driver's thread (see _CLAIM_ON_SQLITE's comment)."""
     stored_time = _RESULTS.c.attempted_at.type.bind_processor(database.engine.dialect)
     assert stored_time is not None
     delivery_id, token, status, error, attempted, next_at = (
@@ -608,36 +625,46 @@ async def _record_on_sqlite(database: Database, rows: list[tuple[Any, ...]], now
         _AT["attempted_at"],
         _AT["next_attempt_at"],
     )
-    async with database.engine.connect() as connection, connection.begin():
-        queued = {
-            row[0]
-            for row in await connection.exec_driver_sql(
-                _QUEUED_ON_SQLITE, (orjson.dumps([row[delivery_id] for row in rows]).decode(),)
+    ids = orjson.dumps([row[delivery_id] for row in rows]).decode()
+    results = []
+    finished = []
+    retries = []
+    stored_now = stored_time(now)
+    for row in rows:
+        result = list(row)
+        result[attempted] = stored_time(result[attempted])
+        if result[next_at] is None:
+            finished.append((row[delivery_id], row[token]))
+        else:
+            result[next_at] = stored_time(result[next_at])
+            retries.append((result[next_at], stored_now, row[delivery_id], row[token]))
+        results.append(result)
+
+    def record(connection: sqlite3.Connection) -> None:
+        with immediate_transaction(connection):
+            queued = {row[0] for row in connection.execute(_QUEUED_ON_SQLITE, (ids,))}
+            for result in results:
+                if (
+                    result[status] == ResultStatus.PENDING_RETRY
+                    and result[delivery_id] not in queued
+                ):
+                    # A retry whose delivery left the queue meanwhile (see _RECORD_ON_POSTGRES).
+                    result[status] = ResultStatus.FAILED
+                    result[error] = ((result[error] or "") + NOT_RETRIED)[:500]
+                    result[next_at] = None
+            connection.executemany(
+                _INSERT_RESULT_ON_SQLITE,
+                [tuple(result[i] for i in _RESULT_POSITIONS) for result in results],
             )
-        }
-        results = []
-        for row in rows:
-            result = list(row)
-            if result[status] == ResultStatus.PENDING_RETRY and result[delivery_id] not in queued:
-                # A retry whose delivery left the queue meanwhile (see _RECORD_ON_POSTGRES).
-                result[status] = ResultStatus.FAILED
-                result[error] = ((result[error] or "") + NOT_RETRIED)[:500]
-                result[next_at] = None
-            result[attempted] = stored_time(result[attempted])
-            if result[next_at] is not None:
-                result[next_at] = stored_time(result[next_at])
-            results.append(tuple(result[i] for i in _RESULT_POSITIONS))
-        await connection.exec_driver_sql(_INSERT_RESULT_ON_SQLITE, results)
-        finished = [(row[delivery_id], row[token]) for row in rows if row[next_at] is None]
-        if finished:
-            await connection.exec_driver_sql(_FINISH_ON_SQLITE, finished)
-        retries = [
-            (stored_time(row[next_at]), stored_time(now), row[delivery_id], row[token])
-            for row in rows
-            if row[next_at] is not None
-        ]
-        if retries:
-            await connection.exec_driver_sql(_RETRY_ON_SQLITE, retries)
+            if finished:
+                connection.executemany(_FINISH_ON_SQLITE, finished)
+            if retries:
+                connection.executemany(_RETRY_ON_SQLITE, retries)
+            webhooks.record_delivery_health_on_sqlite(
+                connection, succeeded=succeeded, failed=failed, at=stored_time(health_at)
+            )
+
+    await database.run_on_sqlite(record)
 
 
 async def record_outcomes(database: Database, outcomes: Sequence[Outcome]) -> None:
@@ -647,23 +674,23 @@ async def record_outcomes(database: Database, outcomes: Sequence[Outcome]) -> No
         return
     now = clock.now()
     rows = [_outcome_row(o) for o in outcomes]
-    if database.dialect == "postgresql":
-        async with database.driver_connection() as connection:
-            await connection.execute(_RECORD_ON_POSTGRES, orjson.dumps(rows).decode(), now)
-    else:
-        await _record_on_sqlite(database, rows, now)
     succeeded = {o.claimed.webhook_id for o in outcomes if o.status == ResultStatus.SUCCESS}
     failed = {
         o.claimed.webhook_id
         for o in outcomes
         if o.status in (ResultStatus.PENDING_RETRY, ResultStatus.EXHAUSTED)
-    }
+    } - succeeded
+    health_at = min(o.attempted_at for o in outcomes)
+    if database.dialect != "postgresql":
+        await _record_on_sqlite(
+            database, rows, now, succeeded=succeeded, failed=failed, health_at=health_at
+        )
+        return
+    async with database.driver_connection() as connection:
+        await connection.execute(_RECORD_ON_POSTGRES, orjson.dumps(rows).decode(), now)
     try:
         await webhooks.record_delivery_health(
-            database,
-            succeeded=succeeded,
-            failed=failed - succeeded,
-            at=min(o.attempted_at for o in outcomes),
+            database, succeeded=succeeded, failed=failed, at=health_at
         )
     except Exception:
         # The attempts are recorded; raising now would have the caller record them twice.

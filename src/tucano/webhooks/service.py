@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import base64
 import secrets
+import sqlite3
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import NamedTuple, cast
 
+import orjson
 from sqlalchemy import Table, delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.auth.tokens import Principal
 from tucano.clock import clock
 from tucano.config import Settings
-from tucano.db import Database, call_after_commit
+from tucano.db import Database, call_after_commit, immediate_transaction
 from tucano.deliveries.wakeup import (
     WEBHOOK_CHANNEL,
     WebhookChange,
@@ -175,29 +177,6 @@ class DeliveryTarget(NamedTuple):
     signing_secrets: tuple[str, ...]
 
 
-async def active_webhook_ids_by_subscription(
-    session: AsyncSession, subscriptions: Collection[tuple[int, str]]
-) -> dict[tuple[int, EventType], list[int]]:
-    """The active webhooks of each (customer, event type), in one query."""
-    if not subscriptions:
-        return {}
-    customers = {customer for customer, _ in subscriptions}
-    types = {str(event_type) for _, event_type in subscriptions}
-    rows = await session.execute(
-        select(Webhook.customer_id, Webhook.event_type, Webhook.id)
-        .where(
-            Webhook.customer_id.in_(customers),
-            Webhook.event_type.in_(types),
-            Webhook.is_active.is_(True),
-        )
-        .order_by(Webhook.id)
-    )
-    found: dict[tuple[int, EventType], list[int]] = {}
-    for customer_id, event_type, webhook_id in rows:
-        found.setdefault((customer_id, EventType(event_type)), []).append(webhook_id)
-    return found
-
-
 # One statement on PostgreSQL (see deliveries.service on the worker's statements).
 _RECORD_HEALTH_ON_POSTGRES = """
 UPDATE webhooks
@@ -213,28 +192,45 @@ async def record_delivery_health(
 ) -> None:
     """After a batch of attempts: a success ends a webhook's failing run; a failure starts one
     (unless one is already running). Its own statement, apart from the attempts' records: the
-    health is advisory, and the next batch sets it again."""
+    health is advisory, and the next batch sets it again. (On SQLite the record's transaction
+    runs record_delivery_health_on_sqlite instead.)"""
     if not succeeded and not failed:
         return
     if database.dialect == "postgresql":
         async with database.driver_connection() as connection:
             await connection.execute(_RECORD_HEALTH_ON_POSTGRES, list(succeeded), list(failed), at)
         return
-    table = cast(Table, Webhook.__table__)
-    async with database.session() as session:
-        if succeeded:
-            await session.execute(
-                update(table)
-                .where(table.c.id.in_(list(succeeded)))
-                .values(failing_since=None, last_success_at=at)
+    stored_at = cast(Table, Webhook.__table__).c.failing_since.type.bind_processor(
+        database.engine.dialect
+    )
+    assert stored_at is not None
+
+    def record(connection: sqlite3.Connection) -> None:
+        with immediate_transaction(connection):
+            record_delivery_health_on_sqlite(
+                connection, succeeded=succeeded, failed=failed, at=stored_at(at)
             )
-        if failed:
-            await session.execute(
-                update(table)
-                .where(table.c.id.in_(list(failed)), table.c.failing_since.is_(None))
-                .values(failing_since=at)
-            )
-        await session.commit()
+
+    await database.run_on_sqlite(record)
+
+
+def record_delivery_health_on_sqlite(
+    connection: sqlite3.Connection, *, succeeded: Collection[int], failed: Collection[int], at: str
+) -> None:
+    """record_delivery_health's statements, inside a transaction of db.run_on_sqlite's `work`
+    (`at` as SQLite keeps timestamps)."""
+    if succeeded:
+        connection.execute(
+            "UPDATE webhooks SET failing_since = NULL, last_success_at = ?"
+            " WHERE id IN (SELECT value FROM json_each(?))",
+            (at, orjson.dumps(list(succeeded)).decode()),
+        )
+    if failed:
+        connection.execute(
+            "UPDATE webhooks SET failing_since = ?"
+            " WHERE failing_since IS NULL AND id IN (SELECT value FROM json_each(?))",
+            (at, orjson.dumps(list(failed)).decode()),
+        )
 
 
 async def deactivate_failing_webhooks(
