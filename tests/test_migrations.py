@@ -4,6 +4,7 @@ the result matches the models exactly (no drift between ORM and migrations)."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -66,4 +67,65 @@ async def test_upgrade_twice_is_a_no_op(empty_database: str) -> None:
     await asyncio.to_thread(upgrade, empty_database)
     await asyncio.to_thread(upgrade, empty_database)
     _, drift = await tables_and_drift(empty_database)
+    assert drift == []
+
+
+def _sqlite_file(url: str) -> str:
+    return url.removeprefix("sqlite+aiosqlite:///")
+
+
+async def test_sqlite_ids_deleted_before_the_upgrade_are_never_given_again(tmp_root: Path) -> None:
+    """0006: rows keep their ids and indexes, and a new row's id is above every id the table ever
+    gave, including one only the results history still remembers."""
+    url = await fresh_database_url("sqlite", tmp_root)
+    await asyncio.to_thread(upgrade, url, "0005_payment_link_day_totals")
+    database = sqlite3.connect(_sqlite_file(url))
+    now = "2026-11-23 10:00:00.000000"
+    with database:
+        for webhook_id in (1, 2, 3):
+            database.execute(
+                "INSERT INTO webhooks (id, customer_id, target_url, event_type, is_active, secret,"
+                " created_at, updated_at) VALUES (?, 10, 'https://example.com/h', 'PIX_INBOUND',"
+                " 1, 'whsec_x', ?, ?)",
+                (webhook_id, now, now),
+            )
+        database.execute("DELETE FROM webhooks WHERE id = 3")
+        # Webhook 7 was deleted long ago; only its delivery results are left.
+        database.execute(
+            "INSERT INTO delivery_results (id, delivery_id, customer_id, webhook_id, event_id,"
+            " event_type, target_url, attempt, status, duration_ms, attempted_at)"
+            " VALUES (1, 40, 10, 7, 'evt', 'PIX_INBOUND', 'https://example.com/h', 1, 'SUCCESS',"
+            " 5, ?)",
+            (now,),
+        )
+    database.close()
+
+    await asyncio.to_thread(upgrade, url)
+
+    database = sqlite3.connect(_sqlite_file(url))
+    with database:
+        assert [row[0] for row in database.execute("SELECT id FROM webhooks ORDER BY id")] == [1, 2]
+        new_webhook = database.execute(
+            "INSERT INTO webhooks (customer_id, target_url, event_type, is_active, secret,"
+            " created_at, updated_at) VALUES (11, 'https://example.com/h', 'PIX_INBOUND', 1,"
+            " 'whsec_y', ?, ?)",
+            (now, now),
+        ).lastrowid
+        new_delivery = database.execute(
+            "INSERT INTO deliveries (event_id, webhook_id, customer_id, attempts, next_attempt_at,"
+            " created_at, updated_at) VALUES ('evt', 1, 10, 0, ?, ?, ?)",
+            (now, now, now),
+        ).lastrowid
+        indexes = {
+            name: sql
+            for name, sql in database.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+            )
+        }
+    database.close()
+    assert new_webhook == 8
+    assert new_delivery == 41
+    assert "WHERE autopay_at IS NOT NULL" in indexes["ix_payment_links_autopay"]
+    assert "WHERE attempts = 0" in indexes["ix_deliveries_due_first"]
+    _, drift = await tables_and_drift(url)
     assert drift == []

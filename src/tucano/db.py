@@ -40,6 +40,9 @@ T = TypeVar("T")
 
 # BIGINT on PostgreSQL; INTEGER on SQLite, where only that spelling is the autoincrementing rowid.
 BigIntPK = BigInteger().with_variant(Integer(), "sqlite")
+# The last of __table_args__ of every table with a BigIntPK id: on SQLite, AUTOINCREMENT, so that
+# an id is never handed out again after its row is deleted (PostgreSQL's sequences never do).
+NEVER_REUSED_IDS: dict[str, Any] = {"sqlite_autoincrement": True}
 
 
 class Base(DeclarativeBase):

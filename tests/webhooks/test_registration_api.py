@@ -431,6 +431,17 @@ async def test_delete_answers_204_without_body_and_the_webhook_is_gone(merchant:
     assert_error_body(await merchant.delete(f"/webhook/v1/{webhook_id}"), 404)
 
 
+async def test_a_deleted_webhooks_id_is_never_given_to_another(
+    merchant: Merchant, service: RunningService
+) -> None:
+    newest = (await create(merchant))["webhookId"]
+    assert (await merchant.delete(f"/webhook/v1/{newest}")).status_code == 204
+    mine = (await create(merchant))["webhookId"]
+    theirs = (await create(await service.merchant()))["webhookId"]
+    assert newest not in (mine, theirs)
+    assert_error_body(await merchant.get(f"/webhook/v1/{newest}"), 404, ErrorCode.WEBHOOK_NOT_FOUND)
+
+
 # --- ids and other customers ---------------------------------------------------------------------
 
 

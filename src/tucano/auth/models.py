@@ -7,11 +7,12 @@ from datetime import datetime
 from sqlalchemy import BigInteger, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from tucano.db import Base, BigIntPK, UTCDateTime
+from tucano.db import NEVER_REUSED_IDS, Base, BigIntPK, UTCDateTime
 
 
 class ApiClient(Base):
     __tablename__ = "api_clients"
+    __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
     client_id: Mapped[str] = mapped_column(String(64), unique=True)

@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from tucano.db import Base, BigIntPK, UTCDateTime
+from tucano.db import NEVER_REUSED_IDS, Base, BigIntPK, UTCDateTime
 
 
 class Event(Base):
@@ -51,6 +51,7 @@ class Delivery(Base):
         ),
         Index("ix_deliveries_event", "event_id"),
         Index("ix_deliveries_webhook", "webhook_id"),
+        NEVER_REUSED_IDS,
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
@@ -87,6 +88,7 @@ class DeliveryResult(Base):
         Index("ix_delivery_results_type_time", "customer_id", "event_type", "attempted_at"),
         Index("ix_delivery_results_status_time", "customer_id", "status", "attempted_at"),
         Index("ix_delivery_results_attempted", "attempted_at"),
+        NEVER_REUSED_IDS,
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)

@@ -20,7 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from tucano.db import Base, BigIntPK, UTCDateTime
+from tucano.db import NEVER_REUSED_IDS, Base, BigIntPK, UTCDateTime
 
 # Due sandbox auto-payments (see PaymentLink.autopay_at): the partial index's condition.
 AUTOPAY_DUE = "autopay_at IS NOT NULL"
@@ -49,6 +49,7 @@ class PaymentLink(Base):
             postgresql_where=text(AUTOPAY_DUE),
             sqlite_where=text(AUTOPAY_DUE),
         ),
+        NEVER_REUSED_IDS,
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
@@ -76,6 +77,7 @@ class Payment(Base):
     __tablename__ = "payment_link_payments"
     __table_args__ = (
         Index("ix_payment_link_payments_customer_receipt", "customer_id", "payment_receipt"),
+        NEVER_REUSED_IDS,
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
@@ -102,6 +104,7 @@ class IdempotencyKey(Base):
             "customer_id", "key", name="uq_payment_link_idempotency_keys_customer_key"
         ),
         Index("ix_payment_link_idempotency_keys_created", "created_at"),
+        NEVER_REUSED_IDS,
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
@@ -134,7 +137,10 @@ class LinkDayChange(Base):
     A periodic job folds them into the totals."""
 
     __tablename__ = "payment_link_day_changes"
-    __table_args__ = (Index("ix_payment_link_day_changes_customer_day", "customer_id", "day"),)
+    __table_args__ = (
+        Index("ix_payment_link_day_changes_customer_day", "customer_id", "day"),
+        NEVER_REUSED_IDS,
+    )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
     customer_id: Mapped[int] = mapped_column(BigInteger)

@@ -5,7 +5,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Boolean, Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from tucano.db import Base, BigIntPK, UTCDateTime
+from tucano.db import NEVER_REUSED_IDS, Base, BigIntPK, UTCDateTime
 
 
 class Webhook(Base):
@@ -13,6 +13,7 @@ class Webhook(Base):
     __table_args__ = (
         # Listing (A1) and fan-out of an event both go by customer and event type.
         Index("ix_webhooks_customer_event_type", "customer_id", "event_type", "id"),
+        NEVER_REUSED_IDS,
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
