@@ -181,5 +181,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             responses = operation.get("responses", {})
             if responses.pop("422", None) is not None and "400" not in responses:
                 responses["400"] = error_ref
+    # The events Tucano sends: the receiver answers, so no error body of ours belongs there.
+    for path_item in schema.get("webhooks", {}).values():
+        for operation in path_item.values():
+            operation.get("responses", {}).pop("422", None)
     app.openapi_schema = schema
     return schema

@@ -46,12 +46,17 @@ Money = Annotated[
     # Exact (at most two decimals were allowed): 10.5 becomes 10.50, the one spelling of it.
     AfterValidator(quantize_cents),
     # What the wire carries: a JSON number (pydantic would document a Decimal as number or
-    # string, and its bounds under keys JSON Schema does not know).
+    # string, and its bounds under keys JSON Schema does not know). No multipleOf: a validator
+    # working in binary floats finds 4596.07 not a multiple of 0.01 and would refuse real amounts.
     WithJsonSchema(
-        {"type": "number", "minimum": 0.01, "maximum": 999999999.99, "multipleOf": 0.01}
+        {
+            "type": "number",
+            "minimum": 0.01,
+            "maximum": 999999999.99,
+            "description": "At most two decimals (cents).",
+        }
     ),
 ]
 
-# An amount in a response: a JSON number, always written with two decimals. (No multipleOf: a
-# validator working in binary floats would find 10.07 not a multiple of 0.01.)
+# An amount in a response: a JSON number, always written with two decimals.
 MoneyOut = Annotated[Decimal, WithJsonSchema({"type": "number"})]
