@@ -2,7 +2,7 @@
 
     AppError                 carries an ErrorCode (its HTTP status and default message)
      ├─ BadRequest           400, with one line per problem in `errors`
-     ├─ Unauthenticated      401, with WWW-Authenticate: Bearer
+     ├─ Unauthenticated      401, with a WWW-Authenticate: Bearer challenge
      ├─ Forbidden            403
      ├─ NotFound             404 (another customer's resource is answered exactly the same)
      └─ Conflict             409
@@ -120,11 +120,14 @@ class BadRequest(AppError):
 
 
 class Unauthenticated(AppError):
-    def __init__(self, reason: str) -> None:
+    """`challenge` follows RFC 6750 section 3.1: a bare `Bearer` when the request carried no
+    credentials at all, an error code only when it carried some that failed."""
+
+    def __init__(self, reason: str, challenge: str = 'Bearer error="invalid_token"') -> None:
         super().__init__(
             ErrorCode.UNAUTHENTICATED,
             errors=[reason],
-            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+            headers={"WWW-Authenticate": challenge},
         )
 
 

@@ -81,6 +81,7 @@ async def test_partner_id_defaults_to_the_clients_partner(service: RunningServic
     merchant = await service.merchant(partner_id=4242)
     assert (await create(merchant))["partnerId"] == 4242
     assert (await create(merchant, partnerId=5))["partnerId"] == 5
+    assert (await create(merchant, partnerId=None))["partnerId"] is None
     plain = await service.merchant()
     assert (await create(plain))["partnerId"] is None
 
@@ -517,7 +518,24 @@ async def test_every_route_needs_a_token(
 ) -> None:
     response = await service.http.request(method, path, json=body)
     assert_error_body(response, 401, ErrorCode.UNAUTHENTICATED)
-    assert response.headers["www-authenticate"].startswith("Bearer")
+    # RFC 6750 section 3.1: no error code in the challenge when no credentials were sent.
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize(
+    ("authorization", "challenge"),
+    [
+        ("Basic dXNlcjpwYXNz", 'Bearer error="invalid_request"'),
+        ("Bearer", 'Bearer error="invalid_request"'),
+        ("Bearer not.a.token", 'Bearer error="invalid_token"'),
+    ],
+)
+async def test_a_failed_token_says_why_in_the_challenge(
+    service: RunningService, authorization: str, challenge: str
+) -> None:
+    response = await service.http.get("/webhook/v1/list", headers={"Authorization": authorization})
+    assert_error_body(response, 401, ErrorCode.UNAUTHENTICATED)
+    assert response.headers["www-authenticate"] == challenge
 
 
 @pytest.mark.parametrize(("method", "path", "body"), ROUTES)

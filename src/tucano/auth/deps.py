@@ -24,12 +24,16 @@ def current_principal(request: Request) -> Principal:
     header = request.headers.get("authorization")
     if not header:
         raise Unauthenticated(
-            "the Authorization header is missing; send Authorization: Bearer <token>"
+            "the Authorization header is missing; send Authorization: Bearer <token>",
+            challenge="Bearer",
         )
     scheme, _, token = header.strip().partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token or " " in token:
-        raise Unauthenticated("the Authorization header must be 'Bearer <token>'")
+        raise Unauthenticated(
+            "the Authorization header must be 'Bearer <token>'",
+            challenge='Bearer error="invalid_request"',
+        )
     try:
         principal = decode_access_token(
             token, key=request.app.state.access_token_key, now=clock.now()

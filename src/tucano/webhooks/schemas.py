@@ -26,7 +26,8 @@ TargetUrl = Annotated[
 
 class WebhookCreate(ApiModel):
     partner_id: PartnerId | None = Field(
-        default=None, description="Defaults to the partner of the calling client, if any."
+        default=None,
+        description="Omitted: the partner of the calling client, if any. null: no partner.",
     )
     target_url: TargetUrl
     event_type: EventType

@@ -87,7 +87,8 @@ async def create_webhook(
     now = clock.now()
     webhook = Webhook(
         customer_id=caller.customer_id,
-        partner_id=data.partner_id if data.partner_id is not None else caller.partner_id,
+        # Omitted: the caller's partner. An explicit null means no partner, as on PUT.
+        partner_id=data.partner_id if "partner_id" in data.model_fields_set else caller.partner_id,
         target_url=data.target_url,
         event_type=data.event_type.value,
         is_active=data.is_active,
