@@ -286,6 +286,43 @@ async def test_the_events_endpoint_validates_payloads(
         assert any(line.startswith(expected) for line in errors), (expected, errors)
 
 
+DEVOLUTION_ID = "D13935893202611231030A1B2C3D4E5F"
+
+
+@pytest.mark.parametrize(
+    ("kind", "devolution", "expected"),
+    [
+        ("REFUND", None, ["payload.type is REFUND, which needs devolutionEndToEndId"]),
+        (
+            "PAYMENT",
+            DEVOLUTION_ID,
+            ["payload.type is PAYMENT; devolutionEndToEndId is for refunds only"],
+        ),
+        ("REFUND", DEVOLUTION_ID, None),
+    ],
+)
+async def test_a_pix_qr_refund_and_only_a_refund_names_its_devolution(
+    merchant: Merchant,
+    publisher: Merchant,
+    kind: str,
+    devolution: str | None,
+    expected: list[str] | None,
+) -> None:
+    payload = sample_payload(EventType.PIX_QR_INBOUND).model_dump(by_alias=True)
+    payload.update(type=kind, devolutionEndToEndId=devolution, status="REFUNDED")
+    response = await publisher.post(
+        "/internal/v1/events",
+        content=wire.dumps(
+            {"eventType": "PIX_QR_INBOUND", "customerId": merchant.customer_id, "payload": payload}
+        ),
+        headers={"content-type": "application/json"},
+    )
+    if expected is None:
+        assert response.status_code == 202, response.text
+    else:
+        assert assert_error_body(response, 400)["errors"] == expected
+
+
 @pytest.mark.parametrize(
     "moment", ["0001-01-01T00:00:00.000+01:00", "9999-12-31T23:59:59.999-01:00"]
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, StrictInt
+from pydantic import ConfigDict, Field, StrictInt, ValidationInfo, field_validator
 
 from tucano.money import Money
 from tucano.webhooks.events import EventType
@@ -74,6 +74,19 @@ class PixQrInbound(Payload):
     status: Literal["CONFIRMED", "REFUNDED"]
     payment_date: Timestamp
     user_reference: OptionalText
+
+    @field_validator("type")
+    @classmethod
+    def _devolution_id_with_refunds_only(cls, value: str, info: ValidationInfo) -> str:
+        # Absent from info.data when the id itself was invalid: that error is reported already.
+        if "devolution_end_to_end_id" not in info.data:
+            return value
+        devolution = info.data["devolution_end_to_end_id"]
+        if value == "REFUND" and devolution is None:
+            raise ValueError("is REFUND, which needs devolutionEndToEndId")
+        if value == "PAYMENT" and devolution is not None:
+            raise ValueError("is PAYMENT; devolutionEndToEndId is for refunds only")
+        return value
 
 
 class PixQrPartnerInbound(PixQrInbound):
