@@ -39,6 +39,25 @@ async def test_malformed_json_is_400(merchant: Merchant) -> None:
     assert error["errors"] == ["body is not valid JSON"]
 
 
+@pytest.mark.parametrize(
+    ("path", "document"),
+    [
+        ("/webhook/v1/create", "[" * 100_000 + "]" * 100_000),
+        ("/payment-link/v1", '{"a":' * 5_000 + "1" + "}" * 5_000),
+    ],
+)
+async def test_a_body_nested_past_the_parsers_limit_says_so(
+    merchant: Merchant, path: str, document: str
+) -> None:
+    response = await merchant.post(
+        path,
+        content=document,
+        headers={"content-type": "application/json", "x-transaction-id": "nested-1"},
+    )
+    error = assert_error_body(response, 400, ErrorCode.MALFORMED_BODY)
+    assert error["errors"] == ["body is nested too deeply (arrays and objects within each other)"]
+
+
 @pytest.mark.parametrize("document", [b"NaN", b'{"partnerId": NaN}', b'{"a": Infinity}'])
 async def test_non_standard_json_numbers_are_malformed(merchant: Merchant, document: bytes) -> None:
     response = await merchant.post(

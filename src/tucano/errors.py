@@ -27,7 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Match
 
 from tucano.clock import clock, format_utc
-from tucano.wire import ApiModel, InvalidBodyField, json_response
+from tucano.wire import NESTED_TOO_DEEPLY, ApiModel, InvalidBodyField, json_response
 
 log = structlog.get_logger("tucano.errors")
 
@@ -232,7 +232,9 @@ def describe_validation_error(error: dict[str, Any]) -> str:
         ),
         "extra_forbidden": "is not a known field",
     }
-    if kind in simple:
+    if kind == "json_invalid" and ctx.get("error") == NESTED_TOO_DEEPLY:
+        text = "is nested too deeply (arrays and objects within each other)"
+    elif kind in simple:
         text = simple[kind]
     elif kind == "greater_than_equal":
         text = f"must be greater than or equal to {_bound(ctx.get('ge'))}"
@@ -331,6 +333,9 @@ def install_error_handlers(app: FastAPI) -> None:
             headers = {"Allow": ", ".join(_allowed_methods(request))}
         elif exc.status_code == 413:
             errors = [str(exc.detail)]
+        elif exc.status_code == 400:
+            # FastAPI's answer when reading the body failed for a reason JSON parsing did not name.
+            errors = ["body could not be read as JSON"]
         return error_response(
             code,
             transaction_id_of(request.scope.get("state", {})),

@@ -117,11 +117,18 @@ def json_response(
     return JSONBody(content, status_code=status_code, headers=headers)
 
 
+# Why a body that Python's parser gives up on (arrays or objects within each other past its
+# recursion limit) is refused; errors.py names it in the error body.
+NESTED_TOO_DEEPLY = "nested too deeply"
+
+
 class _DecimalRequest(Request):
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
             try:
                 self._json = loads(await self.body())
+            except RecursionError:
+                raise json.JSONDecodeError(NESTED_TOO_DEEPLY, "", 0) from None
             except ValueError as exc:
                 if isinstance(exc, json.JSONDecodeError):
                     raise
@@ -144,12 +151,22 @@ class DecimalJSONRoute(APIRoute):
 
 def digits_only(value: Any) -> Any:
     """A BeforeValidator: an integer written as text must be plain digits."""
-    if isinstance(value, str) and not _DIGITS.fullmatch(value):
-        raise ValueError("must be an integer written in plain digits (0-9)")
+    if isinstance(value, str):
+        if not _DIGITS.fullmatch(value):
+            raise ValueError("must be an integer written in plain digits (0-9)")
+        if len(value) > _BEYOND_ANY_BOUND:
+            # Python refuses to parse over 4300 digits: keep what matters for the range check,
+            # the sign and the magnitude (a number beyond any bound stands in for a huge one).
+            sign = "-" if value.startswith("-") else ""
+            magnitude = value.lstrip("-").lstrip("0") or "0"
+            if len(magnitude) > _BEYOND_ANY_BOUND:
+                magnitude = "1" + "0" * _BEYOND_ANY_BOUND
+            return sign + magnitude
     return value
 
 
-_DIGITS = re.compile(r"-?[0-9]{1,4000}")
+_DIGITS = re.compile(r"-?[0-9]+")
+_BEYOND_ANY_BOUND = 40
 
 # An integer in a path or query string, written in plain digits (a minus allowed, for the range
 # check to name): not 1_0, +1, " 1" or 5.0, which the lax parsing of integers would otherwise take.

@@ -332,6 +332,9 @@ async def test_list_filters_by_event_type(merchant: Merchant) -> None:
         ({"page": "1.5"}, "page must be an integer"),
         ({"page": 2**31}, "page must be less than or equal to 2147483647"),
         ({"page": 10**40}, "page must be less than or equal to"),
+        # Longer than Python parses (4300 digits): still a number, too large or too small.
+        ({"page": "9" * 5000}, "page must be less than or equal to 2147483647"),
+        ({"page": "-" + "9" * 5000}, "page must be greater than or equal to 0"),
         # Only plain digits: what lax integer parsing would read as 10, 1 and 5.
         ({"size": "1_0"}, "size must be an integer"),
         ({"page": "+1"}, "page must be an integer"),
@@ -450,6 +453,16 @@ async def test_a_deleted_webhooks_id_is_never_given_to_another(
 async def test_a_bad_id_is_a_400(merchant: Merchant, bad_id: str) -> None:
     error = assert_error_body(await merchant.get(f"/webhook/v1/{bad_id}"), 400)
     assert error["errors"][0].startswith("id ")
+
+
+async def test_an_id_of_thousands_of_digits_is_read_as_the_number_it_is(
+    merchant: Merchant,
+) -> None:
+    error = assert_error_body(await merchant.get(f"/webhook/v1/{'9' * 5000}"), 400)
+    assert error["errors"] == ["id must be less than or equal to 9223372036854775807"]
+    # Leading zeros do not make a number large: this is webhook 7, which is not the caller's.
+    response = await merchant.get(f"/webhook/v1/{'0' * 5000}7")
+    assert_error_body(response, 404, ErrorCode.WEBHOOK_NOT_FOUND)
 
 
 async def test_another_customers_webhook_is_answered_exactly_like_a_missing_one(
