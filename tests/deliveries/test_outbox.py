@@ -135,6 +135,67 @@ async def test_a_claim_is_exclusive_until_its_lease_runs_out(private_database: D
         assert await count(private_database, DeliveryResult, customer) == 2
 
 
+async def test_one_record_moves_each_delivery_by_its_own_outcome(
+    private_database: Database,
+) -> None:
+    """A batch of outcomes, recorded at once: a success leaves the queue, a retry waits for its
+    next time with the claim released, and a retry whose delivery left the queue meanwhile is
+    recorded as not retried."""
+    customer = new_customer_id()
+    for _ in range(3):
+        await add_webhook(private_database, customer)
+    assert await publish(private_database, customer) == 3
+    done, retried, vanished = sorted(
+        await claim(private_database, customer), key=lambda c: c.delivery_id
+    )
+    async with private_database.session() as session:
+        await session.delete(await session.get(Delivery, vanished.delivery_id))
+        await session.commit()
+    now = clock.now()
+    later = now + timedelta(minutes=5)
+
+    def outcome(claimed: service.ClaimedDelivery, next_at: timedelta | None) -> service.Outcome:
+        return service.Outcome(
+            claimed=claimed,
+            status=ResultStatus.SUCCESS if next_at is None else ResultStatus.PENDING_RETRY,
+            target_url="https://hooks.example.com/x",
+            http_status=200 if next_at is None else 503,
+            response_body="",
+            error_message=None if next_at is None else "HTTP 503",
+            duration_ms=1,
+            attempted_at=now,
+            next_attempt_at=None if next_at is None else now + next_at,
+        )
+
+    await service.record_outcomes(
+        private_database,
+        [
+            outcome(done, None),
+            outcome(retried, timedelta(minutes=5)),
+            outcome(vanished, timedelta(minutes=5)),
+        ],
+    )
+    async with private_database.session() as session:
+        queue = list(
+            await session.scalars(select(Delivery).where(Delivery.customer_id == customer))
+        )
+        results = {
+            r.delivery_id: r
+            for r in await session.scalars(
+                select(DeliveryResult).where(DeliveryResult.customer_id == customer)
+            )
+        }
+    assert [(d.id, d.attempts, d.claim_token, d.next_attempt_at) for d in queue] == [
+        (retried.delivery_id, 1, None, later)
+    ]
+    assert results[done.delivery_id].status == ResultStatus.SUCCESS
+    assert results[retried.delivery_id].status == ResultStatus.PENDING_RETRY
+    assert results[retried.delivery_id].next_attempt_at == later
+    gone = results[vanished.delivery_id]
+    assert gone.status == ResultStatus.FAILED and gone.next_attempt_at is None
+    assert gone.error_message == "HTTP 503" + service.NOT_RETRIED
+
+
 async def test_pruning_removes_old_history_only(private_database: Database) -> None:
     customer = new_customer_id()
     await add_webhook(private_database, customer)
