@@ -129,3 +129,41 @@ async def test_sqlite_ids_deleted_before_the_upgrade_are_never_given_again(tmp_r
     assert "WHERE attempts = 0" in indexes["ix_deliveries_due_first"]
     _, drift = await tables_and_drift(url)
     assert drift == []
+
+
+async def test_deliveries_held_at_the_upgrade_stay_held_until_their_lease_ends(
+    tmp_root: Path,
+) -> None:
+    """0007: a claim used to push next_attempt_at to the lease's end; that end becomes the
+    delivery's lease_until, and a delivery nobody held has none."""
+    url = await fresh_database_url("sqlite", tmp_root)
+    await asyncio.to_thread(upgrade, url, "0006_sqlite_ids_never_reused")
+    database = sqlite3.connect(_sqlite_file(url))
+    now, lease_end = "2026-11-23 10:00:00.000000", "2026-11-23 10:01:00.000000"
+    with database:
+        database.execute(
+            "INSERT INTO webhooks (id, customer_id, target_url, event_type, is_active, secret,"
+            " created_at, updated_at) VALUES (1, 10, 'https://example.com/h', 'PIX_INBOUND',"
+            " 1, 'whsec_x', ?, ?)",
+            (now, now),
+        )
+        database.execute(
+            "INSERT INTO events (id, customer_id, event_type, payload, created_at)"
+            " VALUES ('evt', 10, 'PIX_INBOUND', '{}', ?)",
+            (now,),
+        )
+        for delivery_id, due, token in ((1, lease_end, "held"), (2, now, None)):
+            database.execute(
+                "INSERT INTO deliveries (id, event_id, webhook_id, customer_id, attempts,"
+                " next_attempt_at, claim_token, created_at, updated_at)"
+                " VALUES (?, 'evt', 1, 10, 0, ?, ?, ?, ?)",
+                (delivery_id, due, token, now, now),
+            )
+    database.close()
+
+    await asyncio.to_thread(upgrade, url)
+
+    database = sqlite3.connect(_sqlite_file(url))
+    rows = database.execute("SELECT id, lease_until FROM deliveries ORDER BY id").fetchall()
+    database.close()
+    assert rows == [(1, lease_end), (2, None)]

@@ -235,7 +235,7 @@ async def cancel_deliveries_to(
     now = clock.now()
     d = _DELIVERIES.c
     query = (
-        select(d.id, d.event_id, d.attempts, d.claim_token, d.next_attempt_at, _EVENTS.c.event_type)
+        select(d.id, d.event_id, d.attempts, d.lease_until, _EVENTS.c.event_type)
         .join(_EVENTS, _EVENTS.c.id == d.event_id)
         .where(d.webhook_id == webhook_id, d.customer_id == customer_id)
         # Locked in id order, as the worker's record locks them: the two never deadlock.
@@ -246,7 +246,7 @@ async def cancel_deliveries_to(
     pending = list(await session.execute(query))
     if not pending:
         return 0
-    waiting = [p for p in pending if p.claim_token is None or p.next_attempt_at <= now]
+    waiting = [p for p in pending if p.lease_until is None or p.lease_until <= now]
     await insert_many(
         session,
         _RESULTS,
@@ -302,20 +302,27 @@ class ClaimedDelivery(NamedTuple):
 # index only when it can prove the query implies its condition. Other workers' claims are
 # skipped, not waited for. The webhook columns are read here, rather than through the webhooks
 # service, because this is the hot path of every delivery.
+# Due and not held: a claim sets `lease_until` and nothing else a due query or an index reads, so
+# on PostgreSQL it is a HOT update (no new index entries; the table leaves room in its pages, see
+# Delivery). Held deliveries stay at the head of the due indexes and each claim steps over them:
+# a few hundred per worker, cheaper than the index entries a moved `next_attempt_at` wrote.
+_NOT_LEASED = "(lease_until IS NULL OR lease_until <= {now})"
 _CLAIM_ON_POSTGRES = f"""
 WITH retry AS (
     SELECT id FROM deliveries
-     WHERE {RETRY_QUEUE} AND next_attempt_at <= $1 AND webhook_id <> ALL($5::bigint[])
+     WHERE {RETRY_QUEUE} AND next_attempt_at <= $1 AND {_NOT_LEASED.format(now="$1")}
+       AND webhook_id <> ALL($5::bigint[])
      ORDER BY next_attempt_at LIMIT $2
        FOR UPDATE SKIP LOCKED
 ), fresh AS (
     SELECT id FROM deliveries
-     WHERE {FIRST_ATTEMPT_QUEUE} AND next_attempt_at <= $1 AND webhook_id <> ALL($5::bigint[])
+     WHERE {FIRST_ATTEMPT_QUEUE} AND next_attempt_at <= $1 AND {_NOT_LEASED.format(now="$1")}
+       AND webhook_id <> ALL($5::bigint[])
      ORDER BY next_attempt_at LIMIT $3 - (SELECT count(*) FROM retry)
        FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE deliveries AS d
-       SET next_attempt_at = $4, claim_token = $6, updated_at = $1
+       SET lease_until = $4, claim_token = $6, updated_at = $1
      WHERE d.id IN (SELECT id FROM retry UNION ALL SELECT id FROM fresh)
     RETURNING d.id, d.event_id, d.webhook_id, d.customer_id, d.attempts
 )
@@ -333,11 +340,12 @@ SELECT c.id, c.event_id, c.webhook_id, c.customer_id, c.attempts, e.event_type, 
 # microsecond of it is spent in the worker's own process.
 _DUE_ON_SQLITE = """
 SELECT id FROM deliveries
- WHERE {queue} AND next_attempt_at <= ? AND webhook_id NOT IN (SELECT value FROM json_each(?))
+ WHERE {queue} AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)
+   AND webhook_id NOT IN (SELECT value FROM json_each(?))
  ORDER BY next_attempt_at LIMIT ?
 """
 _CLAIM_ON_SQLITE = """
-UPDATE deliveries SET next_attempt_at = ?, claim_token = ?, updated_at = ?
+UPDATE deliveries SET lease_until = ?, claim_token = ?, updated_at = ?
  WHERE id IN (SELECT value FROM json_each(?))
 """
 # SQLite's RETURNING cannot reach other tables.
@@ -376,14 +384,14 @@ async def _claim_on_sqlite(
             ids = [
                 row[0]
                 for row in connection.execute(
-                    _DUE_ON_SQLITE.format(queue=RETRY_QUEUE), (at, excluded, retries)
+                    _DUE_ON_SQLITE.format(queue=RETRY_QUEUE), (at, at, excluded, retries)
                 )
             ]
             ids += [
                 row[0]
                 for row in connection.execute(
                     _DUE_ON_SQLITE.format(queue=FIRST_ATTEMPT_QUEUE),
-                    (at, excluded, limit - len(ids)),
+                    (at, at, excluded, limit - len(ids)),
                 )
             ]
             if not ids:
@@ -574,7 +582,7 @@ WITH outcome AS MATERIALIZED (
 )
 UPDATE deliveries AS d
    SET attempts = d.attempts + 1, next_attempt_at = h.next_attempt_at, claim_token = NULL,
-       updated_at = $2
+       lease_until = NULL, updated_at = $2
   FROM held AS h
  WHERE d.id = h.id AND d.id = ANY(ARRAY(SELECT id FROM held WHERE next_attempt_at IS NOT NULL))
 """  # noqa: S608 - our own column names
@@ -612,7 +620,7 @@ _QUEUED_ON_SQLITE = "SELECT id FROM deliveries WHERE id IN (SELECT value FROM js
 _FINISH_ON_SQLITE = "DELETE FROM deliveries WHERE id = ? AND claim_token = ?"
 _RETRY_ON_SQLITE = """
 UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = ?, claim_token = NULL,
-       updated_at = ?
+       lease_until = NULL, updated_at = ?
  WHERE id = ? AND claim_token = ?
 """
 
@@ -721,7 +729,7 @@ async def release_claims(
         await session.execute(
             update(table)
             .where(table.c.id == bindparam("b_id"), table.c.claim_token == bindparam("b_token"))
-            .values(next_attempt_at=due_at, claim_token=None),
+            .values(next_attempt_at=due_at, claim_token=None, lease_until=None),
             [{"b_id": c.delivery_id, "b_token": c.claim_token} for c in claims],
         )
         await session.commit()

@@ -10,7 +10,7 @@ dispatcher, which hands out the receiving hosts in turn and never more than
 TUCANO_DELIVERY_CONCURRENCY_PER_TARGET at once to one host, so a host that hangs holds only its
 own share of the senders. No transaction is open while a POST is in flight.
 
-A claimed delivery carries a lease (its `next_attempt_at` pushed ahead); a worker that dies
+A claimed delivery carries a lease (its `lease_until`); a worker that dies
 simply lets its leases run out and another worker claims them again, so an event may arrive
 twice but is never lost. A worker holds at most PREFETCH times its concurrency; a target it
 already holds plenty for is left out of its next claims (its backlog stays in the database for
