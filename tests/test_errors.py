@@ -119,10 +119,13 @@ async def test_token_endpoint_body_is_limited_too(service: RunningService) -> No
         content=b"grant_type=" + b"a" * (2 * 1024 * 1024),
         headers={"content-type": "application/x-www-form-urlencoded"},
     )
-    # The token endpoint's errors are RFC 6749's (5.2), this one too.
+    # The token endpoint's errors are RFC 6749's (5.2), this one too, and documented so.
     assert response.status_code == 413
     body = response.json()
     assert set(body) == {"error", "error_description"}
+    document = (await service.http.get("/openapi.json")).json()
+    documented = document["paths"]["/oauth/v1/token"]["post"]["responses"]["413"]
+    assert documented["content"]["application/json"]["schema"]["$ref"].endswith("/OAuthError")
     assert body["error"] == "invalid_request"
     assert "1048576 bytes" in body["error_description"]
 

@@ -58,6 +58,7 @@ def _basic_credentials(header: str) -> tuple[str, str] | None:
     responses={
         400: {"model": OAuthError, "description": "Bad request (RFC 6749 5.2)."},
         401: {"model": OAuthError, "description": "Unknown client or wrong secret."},
+        413: {"model": OAuthError, "description": "Body larger than 1 MiB."},
     },
     openapi_extra={"requestBody": TOKEN_REQUEST_BODY},
 )
