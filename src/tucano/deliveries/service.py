@@ -338,12 +338,12 @@ SELECT c.id, c.event_id, c.webhook_id, c.customer_id, c.attempts, e.event_type, 
 # JSON array, rows come back as plain tuples): SQLAlchemy's compilation, its per-row processing
 # and a hand-over per statement cost more than SQLite itself here, and on SQLite every
 # microsecond of it is spent in the worker's own process.
-_DUE_ON_SQLITE = """
+_DUE_ON_SQLITE = f"""
 SELECT id FROM deliveries
- WHERE {queue} AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)
+ WHERE {{queue}} AND next_attempt_at <= ? AND {_NOT_LEASED.format(now="?")}
    AND webhook_id NOT IN (SELECT value FROM json_each(?))
  ORDER BY next_attempt_at LIMIT ?
-"""
+"""  # noqa: S608 - our own constants
 _CLAIM_ON_SQLITE = """
 UPDATE deliveries SET lease_until = ?, claim_token = ?, updated_at = ?
  WHERE id IN (SELECT value FROM json_each(?))
@@ -710,7 +710,7 @@ async def record_outcomes(database: Database, outcomes: Sequence[Outcome]) -> No
     async with database.driver_connection() as connection:
         await connection.execute(_RECORD_ON_POSTGRES, orjson.dumps(rows).decode(), now)
     try:
-        await webhooks.record_delivery_health(
+        await webhooks.record_delivery_health_on_postgres(
             database, succeeded=succeeded, failed=failed, at=health_at
         )
     except Exception:

@@ -7,16 +7,16 @@ import secrets
 import sqlite3
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple, cast
+from typing import NamedTuple
 
 import orjson
-from sqlalchemy import Table, delete, func, select, text, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.auth.tokens import Principal
 from tucano.clock import clock
 from tucano.config import Settings
-from tucano.db import Database, call_after_commit, immediate_transaction
+from tucano.db import Database, call_after_commit
 from tucano.deliveries.wakeup import (
     WEBHOOK_CHANNEL,
     WebhookChange,
@@ -188,37 +188,22 @@ UPDATE webhooks
 """
 
 
-async def record_delivery_health(
+async def record_delivery_health_on_postgres(
     database: Database, *, succeeded: Collection[int], failed: Collection[int], at: datetime
 ) -> None:
     """After a batch of attempts: a success ends a webhook's failing run; a failure starts one
     (unless one is already running). Its own statement, apart from the attempts' records: the
-    health is advisory, and the next batch sets it again. (On SQLite the record's transaction
-    runs record_delivery_health_on_sqlite instead.)"""
-    if not succeeded and not failed:
-        return
-    if database.dialect == "postgresql":
+    health is advisory, and the next batch sets it again. (On SQLite the record's own
+    transaction runs record_delivery_health_on_sqlite.)"""
+    if succeeded or failed:
         async with database.driver_connection() as connection:
             await connection.execute(_RECORD_HEALTH_ON_POSTGRES, list(succeeded), list(failed), at)
-        return
-    stored_at = cast(Table, Webhook.__table__).c.failing_since.type.bind_processor(
-        database.engine.dialect
-    )
-    assert stored_at is not None
-
-    def record(connection: sqlite3.Connection) -> None:
-        with immediate_transaction(connection):
-            record_delivery_health_on_sqlite(
-                connection, succeeded=succeeded, failed=failed, at=stored_at(at)
-            )
-
-    await database.run_on_sqlite(record)
 
 
 def record_delivery_health_on_sqlite(
     connection: sqlite3.Connection, *, succeeded: Collection[int], failed: Collection[int], at: str
 ) -> None:
-    """record_delivery_health's statements, inside a transaction of db.run_on_sqlite's `work`
+    """record_delivery_health_on_postgres's work, inside a transaction of db.run_on_sqlite's `work`
     (`at` as SQLite keeps timestamps)."""
     if succeeded:
         connection.execute(
