@@ -25,6 +25,9 @@ last. The receivers stand for merchants' servers and the database for a database
 in production do not take CPU from the process under test; the ceiling is measured under the
 same placement. Left to the operating system, results read lower and vary more.
 
+Beside each rate: this process's CPU time per delivery, and how busy each side's CPU was (from
+/proc/stat), so that a run shows whether this process or the machine was the limit.
+
 Every database gets a fresh schema (a temporary SQLite file; a new PostgreSQL database beside the
 one named, dropped afterwards).
 """
@@ -78,6 +81,9 @@ class Row:
     p50_ms: float | None = None
     p99_ms: float | None = None
     cpu_seconds: float | None = None  # of this process (all its threads) over the scenario
+    # How busy the measured process's CPU and the others' CPU were over the scenario (pinned
+    # runs only): shows whether a rate was bound by this process or by the machine.
+    busy: tuple[float, float] | None = None
 
     @property
     def rate(self) -> float:
@@ -112,8 +118,48 @@ class Placement:
         )
 
 
+def _cpu_ticks() -> dict[int, tuple[int, int]]:
+    """(busy, total) clock ticks of each CPU since boot, from /proc/stat (empty elsewhere)."""
+    ticks: dict[int, tuple[int, int]] = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/stat").read_text().splitlines():
+            name, *fields = line.split()
+            if name.startswith("cpu") and name[3:].isdigit():
+                values = [int(v) for v in fields]
+                idle = values[3] + values[4]  # idle and iowait
+                ticks[int(name[3:])] = (sum(values) - idle, sum(values))
+    return ticks
+
+
+class Meter:
+    """This process's CPU time and the busy share of the placement's CPUs over one scenario."""
+
+    def __init__(self, placement: Placement) -> None:
+        self.placement = placement
+        self.cpu = time.process_time()
+        self.ticks = _cpu_ticks()
+
+    def busy_share(self, cpus: set[int] | None, now: dict[int, tuple[int, int]]) -> float:
+        assert cpus is not None
+        busy = sum(now[c][0] - self.ticks[c][0] for c in cpus if c in now and c in self.ticks)
+        total = sum(now[c][1] - self.ticks[c][1] for c in cpus if c in now and c in self.ticks)
+        return busy / total if total else 0.0
+
+    def read(self) -> tuple[float, tuple[float, float] | None]:
+        """(CPU seconds of this process, (measured CPU busy, others' CPU busy) or None)."""
+        cpu = time.process_time() - self.cpu
+        if self.placement.measured is None:
+            return cpu, None
+        now = _cpu_ticks()
+        return cpu, (
+            self.busy_share(self.placement.measured, now),
+            self.busy_share(self.placement.others, now),
+        )
+
+
 class Receivers:
     def __init__(self, count: int, placement: Placement) -> None:
+        self.placement = placement
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.receivers", str(count)],
             stdout=subprocess.PIPE,
@@ -180,13 +226,17 @@ async def ceiling(receivers: Receivers, events: int, label: str) -> Row:
                     await response.read()
 
         started = time.perf_counter()
-        cpu = time.process_time()
+        meter = Meter(receivers.placement)
         await asyncio.gather(*(post_all() for _ in range(CONCURRENCY)))
         seconds = time.perf_counter() - started
-        cpu = time.process_time() - cpu
+        cpu, busy = meter.read()
         await receivers.arrivals(http)  # discard
     return Row(
-        f"ceiling ({label}): bare aiohttp client, no database", len(jobs), seconds, cpu_seconds=cpu
+        f"ceiling ({label}): bare aiohttp client, no database",
+        len(jobs),
+        seconds,
+        cpu_seconds=cpu,
+        busy=busy,
     )
 
 
@@ -208,7 +258,7 @@ async def paced_ceiling(receivers: Receivers, rate: float, seconds: float) -> Ro
                     await response.read()
 
         senders = [asyncio.create_task(post_forever()) for _ in range(CONCURRENCY)]
-        cpu = time.process_time()
+        meter = Meter(receivers.placement)
         tick = 0.02
         events = 0
         began = time.monotonic()
@@ -230,12 +280,18 @@ async def paced_ceiling(receivers: Receivers, rate: float, seconds: float) -> Ro
                 events += 1
             await asyncio.sleep(max(0.0, tick - (time.monotonic() - began) % tick))
         published_for = time.monotonic() - began
+        _, busy = meter.read()  # while paced, before the tail drains
         arrived = await receivers.wait_for(http, events * len(urls), within=120)
-        cpu = time.process_time() - cpu
+        cpu, _ = meter.read()
         for sender in senders:
             sender.cancel()
     return latency_row(
-        f"ceiling: bare client paced at {rate:.0f}/s", arrived, queued_at, published_for, cpu
+        f"ceiling: bare client paced at {rate:.0f}/s",
+        arrived,
+        queued_at,
+        published_for,
+        cpu,
+        busy,
     )
 
 
@@ -245,6 +301,7 @@ def latency_row(
     sent_at: dict[str, float],
     seconds: float,
     cpu: float,
+    busy: tuple[float, float] | None,
 ) -> Row:
     """A paced run's row: latency from each event's `sent_at` to each of its receipts."""
     latencies = [(t - sent_at[i]) * 1000 for i, t in arrived if i in sent_at]
@@ -255,6 +312,7 @@ def latency_row(
         p50_ms=statistics.median(latencies) if latencies else None,
         p99_ms=percentile(latencies, 0.99) if latencies else None,
         cpu_seconds=cpu,
+        busy=busy,
     )
 
 
@@ -354,10 +412,10 @@ async def run_engine(
             await publish(database, burst[start : start + 100], committed)
         stop = asyncio.Event()
         started = time.time()
-        cpu = time.process_time()
+        meter = Meter(receivers.placement)
         worker = asyncio.create_task(DeliveryWorker(database, settings).run(stop))
         arrived = await receivers.wait_for(http, events * fan_out, within=300)
-        cpu = time.process_time() - cpu
+        cpu, busy = meter.read()
         last = max(t for _, t in arrived)
         rows.append(
             Row(
@@ -365,6 +423,7 @@ async def run_engine(
                 len(arrived),
                 last - started,
                 cpu_seconds=cpu,
+                busy=busy,
             )
         )
 
@@ -372,7 +431,7 @@ async def run_engine(
         # is made up at the next one).
         committed = {}
         paced = payloads(int(paced_rate / fan_out * seconds) + 1)
-        cpu = time.process_time()
+        meter = Meter(receivers.placement)
         tick = 0.02
         began = time.monotonic()
         while (elapsed := time.monotonic() - began) < seconds:
@@ -381,12 +440,18 @@ async def run_engine(
                 await publish(database, paced[len(committed) : due], committed)
             await asyncio.sleep(max(0.0, tick - (time.monotonic() - began) % tick))
         published_for = time.monotonic() - began
+        _, busy = meter.read()  # while paced, before the tail drains
         expected = len(committed) * fan_out
         arrived = await receivers.wait_for(http, expected, within=120)
-        cpu = time.process_time() - cpu
+        cpu, _ = meter.read()
         rows.append(
             latency_row(
-                f"{kind}: paced at {paced_rate:.0f}/s", arrived, committed, published_for, cpu
+                f"{kind}: paced at {paced_rate:.0f}/s",
+                arrived,
+                committed,
+                published_for,
+                cpu,
+                busy,
             )
         )
     stop.set()
@@ -398,17 +463,18 @@ async def run_engine(
 def table(rows: list[Row], ceiling_rate: float) -> str:
     lines = [
         f"{'scenario':<58} {'deliveries':>10} {'per second':>11} {'of ceiling':>10}"
-        f" {'p50 ms':>8} {'p99 ms':>8} {'CPU us':>7}",
-        "-" * 118,
+        f" {'p50 ms':>8} {'p99 ms':>8} {'CPU us':>7} {'busy':>9}",
+        "-" * 128,
     ]
     for row in rows:
         p50 = f"{row.p50_ms:.1f}" if row.p50_ms is not None else "-"
         p99 = f"{row.p99_ms:.1f}" if row.p99_ms is not None else "-"
         share = "-" if "paced" in row.name else f"{row.rate / ceiling_rate:.0%}"
         cpu = f"{row.cpu_seconds / row.deliveries * 1e6:.0f}" if row.cpu_seconds else "-"
+        busy = f"{row.busy[0]:.0%}/{row.busy[1]:.0%}" if row.busy else "-"
         lines.append(
             f"{row.name:<58} {row.deliveries:>10} {row.rate:>11.0f} {share:>10} {p50:>8} {p99:>8}"
-            f" {cpu:>7}"
+            f" {cpu:>7} {busy:>9}"
         )
     return "\n".join(lines)
 
@@ -466,7 +532,8 @@ async def main() -> None:
         f"\nWebhook deliveries ({os.cpu_count()} CPUs, {placement.describe()}, "
         f"{args.receivers} receivers, concurrency {CONCURRENCY}); 'of ceiling' is against the "
         f"mean of the two ceiling runs, {top:.0f}/s; 'CPU us' is this process's CPU time (all its "
-        "threads) per delivery\n"
+        "threads) per delivery; 'busy' is how busy this process's CPU / the receivers' and "
+        "database's CPU were (paced rows: while publishing)\n"
     )
     print(table(rows, top))
     if "postgresql" not in kinds:
