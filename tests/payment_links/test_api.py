@@ -12,11 +12,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from sqlalchemy import text
 
 from tests.helpers import EMPTY_PAGE, Merchant, RunningService, assert_error_body
 from tucano import wire
 from tucano.auth.tokens import Scope, derive_key
 from tucano.clock import clock
+from tucano.db import Database
 from tucano.errors import ErrorCode
 from tucano.payment_links import service as links_service
 from tucano.payment_links.checkout_tokens import verify_checkout_token
@@ -466,6 +468,38 @@ async def test_list_sorts(merchant: Merchant) -> None:
     assert await names("payerName") == ["Ana", "Bruno", "Carla"]
     assert await names("creationDate,asc") == ["Carla", "Ana", "Bruno"]
     assert await names("status,asc", "payerName,desc") == ["Carla", "Bruno", "Ana"]
+
+
+async def test_payer_names_sort_by_code_point_whatever_the_database_collation(
+    merchant: Merchant, database: Database
+) -> None:
+    for name in ("ana", "Bruno", "Álvaro", "Maria"):
+        await create(merchant, payerName=name)
+    alter = "ALTER TABLE payment_links ALTER COLUMN payer_name TYPE varchar(100) COLLATE {}"
+
+    async def set_collation(name: str) -> None:
+        async with database.session() as session:
+            await session.execute(text(alter.format(name)))
+            await session.commit()
+        # Pooled connections prepared statements on the column as it was.
+        await database.engine.dispose()
+        await database.read_engine.dispose()
+
+    if database.dialect == "postgresql":
+        # As in a database created with a linguistic default collation (ICU's root locale sorts
+        # Álvaro, ana, Bruno, Maria).
+        await set_collation('"und-x-icu"')
+    try:
+        page = await listing(merchant, sort="payerName,asc")
+        assert [link["payerName"] for link in page["content"]] == [
+            "Bruno",
+            "Maria",
+            "ana",
+            "Álvaro",
+        ]
+    finally:
+        if database.dialect == "postgresql":
+            await set_collation('"default"')
 
 
 @pytest.mark.parametrize(

@@ -388,12 +388,18 @@ def matched_links(customer_id: int, filters: LinkFilters, now: datetime) -> Sele
     return query
 
 
-def parse_sort(values: Sequence[str], now: datetime) -> list[Any]:
+def parse_sort(values: Sequence[str], now: datetime, *, dialect: str) -> list[Any]:
     """`field,asc|desc` (repeatable) into ORDER BY terms; default creationDate,desc."""
     columns = {
         "creationDate": PaymentLink.created_at,
         "amount": PaymentLink.amount_cents,
-        "payerName": PaymentLink.payer_name,
+        # By code point on both databases, as SQLite's BINARY does, rather than by whatever
+        # collation a PostgreSQL database was created with.
+        "payerName": (
+            PaymentLink.payer_name.collate("C")
+            if dialect == "postgresql"
+            else PaymentLink.payer_name
+        ),
         "status": effective_status(now),
     }
     order: list[Any] = []
@@ -422,7 +428,7 @@ async def list_links(
     """One page of the customer's matched links with their payments (rows with the links'
     column names, as `read_link` gives), and how many links match in all."""
     now = clock.now()
-    order = parse_sort(sort, now)
+    order = parse_sort(sort, now, dialect=session.get_bind().dialect.name)
     total = sum(t.links for t in await tally(session, customer_id=customer_id, filters=filters))
     if page.offset >= total:
         return [], total
