@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+from collections.abc import AsyncIterator
 
-from tests.receivers import Receiver
+from aiohttp import web
+
+from tests.receivers import Behaviour, Received, Receiver, always
 from tucano.clock import clock
-from tucano.deliveries.sender import Sender
+from tucano.deliveries.sender import RESPONSE_BODY_LIMIT, Sender
 
 LOOPBACK = [ipaddress.ip_network("127.0.0.0/8")]
 
@@ -84,3 +88,46 @@ async def test_a_nul_in_the_answer_is_dropped_and_other_text_kept(receiver: Rece
     assert result.http_status == 500
     assert result.response_body == "bad answer: não"
     assert result.error_message == "receiver answered HTTP 500"
+
+
+def chunked(*parts: bytes) -> Behaviour:
+    """An answer written in separate chunks, a moment apart."""
+
+    async def body() -> AsyncIterator[bytes]:
+        for part in parts:
+            yield part
+            await asyncio.sleep(0.02)
+
+    async def behave(_request: Received, _nth: int) -> web.StreamResponse:
+        return web.Response(status=500, body=body())
+
+    return behave
+
+
+async def test_the_answer_kept_is_its_first_kib_in_utf8_however_it_arrives(
+    receiver: Receiver,
+) -> None:
+    receiver.behaviours["/chunks"] = chunked(b"a" * 300, b"b" * 300, b"c" * 3000)
+    receiver.behaviours["/multibyte"] = always(500, "ã" * 2000)  # two bytes each
+    receiver.behaviours["/binary"] = lambda _request, _nth: binary()
+    client = sender(LOOPBACK)
+    try:
+        kept = {
+            path: (await client.send(receiver.url(path), body=b"{}", headers={}, now=clock.now()))
+            for path in ("/chunks", "/multibyte", "/binary")
+        }
+    finally:
+        await client.close()
+    assert kept["/chunks"].response_body == "a" * 300 + "b" * 300 + "c" * 424
+    assert kept["/multibyte"].response_body == "ã" * 512
+    binary_text = kept["/binary"].response_body
+    assert binary_text is not None
+    # Each byte that is not UTF-8 reads as U+FFFD, three bytes stored: 341 of them fit in 1 KiB.
+    assert binary_text == "\ufffd" * 341
+    for result in kept.values():
+        assert result.response_body is not None
+        assert len(result.response_body.encode()) <= RESPONSE_BODY_LIMIT
+
+
+async def binary() -> web.StreamResponse:
+    return web.Response(status=500, body=bytes(range(128, 256)) * 16)

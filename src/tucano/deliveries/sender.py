@@ -148,9 +148,8 @@ class Sender:
                 async with self._client().post(
                     url, data=body, headers=headers, allow_redirects=False
                 ) as response:
-                    raw = await response.content.read(RESPONSE_BODY_LIMIT)
                     status = response.status
-                    text = _printable(raw.decode("utf-8", errors="replace"))
+                    text = _stored_text(await _head_of_body(response.content))
                     if status in (429, 503):
                         retry_after = parse_retry_after(
                             response.headers.get("Retry-After"), now=now
@@ -186,6 +185,26 @@ class Sender:
             int((time.perf_counter() - started) * 1000),
             retry_after,
         )
+
+
+async def _head_of_body(content: aiohttp.StreamReader) -> bytes:
+    """The first RESPONSE_BODY_LIMIT bytes of an answer, however many chunks they come in."""
+    head = await content.read(RESPONSE_BODY_LIMIT)
+    while len(head) < RESPONSE_BODY_LIMIT and not content.at_eof():
+        more = await content.read(RESPONSE_BODY_LIMIT - len(head))
+        if not more:
+            break
+        head += more
+    return head
+
+
+def _stored_text(head: bytes) -> str:
+    """The head of an answer as text of at most RESPONSE_BODY_LIMIT bytes in UTF-8: bytes that
+    are not UTF-8 read as U+FFFD (three bytes each), and a character cut at the limit dropped."""
+    text = _printable(head.decode("utf-8", errors="replace"))
+    if text.isascii() or len(encoded := text.encode()) <= RESPONSE_BODY_LIMIT:
+        return text
+    return encoded[:RESPONSE_BODY_LIMIT].decode("utf-8", errors="ignore")
 
 
 def _printable(text: str) -> str:
