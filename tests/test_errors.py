@@ -85,6 +85,25 @@ async def test_wrong_content_type_is_415(merchant: Merchant, content_type: str |
     assert_error_body(response, 415, ErrorCode.UNSUPPORTED_MEDIA_TYPE)
 
 
+@pytest.mark.parametrize(("method", "path"), [("POST", "/secret/rotate"), ("DELETE", "")])
+async def test_a_body_of_another_type_is_415_where_no_body_is_taken(
+    merchant: Merchant, method: str, path: str
+) -> None:
+    created = await merchant.post(
+        "/webhook/v1/create",
+        json={"targetUrl": "https://a.example.com/", "eventType": "PIX_OUTBOUND"},
+    )
+    url = f"/webhook/v1/{created.json()['webhookId']}"
+    response = await merchant.request(
+        method, url + path, content=b"<a/>", headers={"content-type": "application/xml"}
+    )
+    assert_error_body(response, 415, ErrorCode.UNSUPPORTED_MEDIA_TYPE)
+    # Nothing was done: the secret is the one made at creation, the webhook is still there.
+    assert (await merchant.get(url + "/secret")).json()["secret"] == created.json()["secret"]
+    # Without a body, as the operations are meant to be called.
+    assert (await merchant.request(method, url + path)).status_code in (200, 204)
+
+
 async def test_json_with_charset_is_accepted(merchant: Merchant) -> None:
     response = await merchant.post(
         "/webhook/v1/create",

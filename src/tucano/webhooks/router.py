@@ -124,10 +124,10 @@ async def update_webhook(
     summary="Delete a webhook (A5)",
     status_code=204,
     response_class=Response,
-    responses=error_responses(400, 401, 403, 404),
+    responses=error_responses(400, 401, 403, 404, 415),
 )
 async def delete_webhook(
-    caller: WebhookWriter, webhook_id: WebhookId, session: SessionDep
+    caller: WebhookWriter, _json: JsonContent, webhook_id: WebhookId, session: SessionDep
 ) -> Response:
     webhook = await service.get_webhook(
         session, customer_id=caller.customer_id, webhook_id=webhook_id
@@ -179,12 +179,13 @@ async def get_secret(
 @router.post(
     "/{id:webhook_id}/secret/rotate",
     summary="Rotate a webhook's signing secret",
-    description="The previous secret keeps signing deliveries beside the new one for 24 hours.",
+    description="The secret it replaces keeps signing deliveries beside the new one for 24 "
+    "hours, as do secrets replaced earlier whose 24 hours have not passed (at most 9).",
     response_model=WebhookSecret,
-    responses=error_responses(400, 401, 403, 404),
+    responses=error_responses(400, 401, 403, 404, 415),
 )
 async def rotate_secret(
-    caller: WebhookWriter, webhook_id: WebhookId, session: SessionDep
+    caller: WebhookWriter, _json: JsonContent, webhook_id: WebhookId, session: SessionDep
 ) -> Response:
     webhook = await service.rotate_secret(
         session, customer_id=caller.customer_id, webhook_id=webhook_id
