@@ -4,8 +4,10 @@ the result matches the models exactly (no drift between ORM and migrations)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from tests.conftest import POSTGRES_URL, _database_params, fresh_database_url
 from tests.databases import drop_scratch_database
 from tucano.migrations import downgrade, upgrade
 from tucano.models import metadata
+from tucano.webhooks.signing import signing_secrets
 
 
 @pytest.fixture(params=_database_params())
@@ -167,3 +170,47 @@ async def test_deliveries_held_at_the_upgrade_stay_held_until_their_lease_ends(
     rows = database.execute("SELECT id, lease_until FROM deliveries ORDER BY id").fetchall()
     database.close()
     assert rows == [(1, lease_end), (2, None)]
+
+
+async def test_a_previous_secret_in_its_grace_is_carried_over(tmp_root: Path) -> None:
+    """0008: the one previous secret becomes the list of replaced secrets, if still live."""
+    url = await fresh_database_url("sqlite", tmp_root)
+    await asyncio.to_thread(upgrade, url, "0007_delivery_leases")
+    database = sqlite3.connect(_sqlite_file(url))
+    now = datetime.now(UTC).replace(tzinfo=None)
+    live = (now + timedelta(hours=3)).replace(microsecond=123000)
+    gone = now - timedelta(hours=1)
+    with database:
+        for webhook_id, previous, until in (
+            (1, "whsec_live", live),
+            (2, "whsec_gone", gone),
+            (3, None, None),
+        ):
+            database.execute(
+                "INSERT INTO webhooks (id, customer_id, target_url, event_type, is_active, secret,"
+                " previous_secret, previous_secret_expires_at, created_at, updated_at)"
+                " VALUES (?, 10, 'https://example.com/h', 'PIX_OUTBOUND', 1, 'whsec_now', ?, ?,"
+                " ?, ?)",
+                (
+                    webhook_id,
+                    previous,
+                    until and until.isoformat(" "),
+                    now.isoformat(" "),
+                    now.isoformat(" "),
+                ),
+            )
+    database.close()
+
+    await asyncio.to_thread(upgrade, url)
+
+    database = sqlite3.connect(_sqlite_file(url))
+    rows = database.execute("SELECT id, previous_secrets FROM webhooks ORDER BY id").fetchall()
+    database.close()
+    expected = [["whsec_live", live.strftime("%Y-%m-%dT%H:%M:%S.123Z")]]
+    assert rows == [(1, json.dumps(expected)), (2, None), (3, None)]
+    assert signing_secrets("whsec_now", rows[0][1], now=datetime.now(UTC)) == (
+        "whsec_now",
+        "whsec_live",
+    )
+    _, drift = await tables_and_drift(url)
+    assert drift == []

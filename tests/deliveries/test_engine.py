@@ -231,6 +231,21 @@ async def test_rotated_secret_signs_beside_the_new_one(
     verify(rotated["secret"], request)
 
 
+async def test_every_secret_replaced_within_24_hours_keeps_signing(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    webhook = await register(merchant, receiver, "/rotated-thrice")
+    url = f"/webhook/v1/{webhook['webhookId']}/secret/rotate"
+    # Concurrent rotations too: each answer names a secret that really signs.
+    answers = await asyncio.gather(*(merchant.post(url) for _ in range(3)))
+    assert all(answer.status_code == 200 for answer in answers)
+    await publish(publisher, merchant.customer_id)
+    (request,) = await receiver.wait_for("/rotated-thrice", 1)
+    assert len(request.headers["webhook-signature"].split(" ")) == 4
+    for secret in [webhook["secret"], *(answer.json()["secret"] for answer in answers)]:
+        verify(secret, request)
+
+
 async def test_a_hanging_target_does_not_hold_back_a_healthy_one(
     delivery_service: RunningService, publisher: Merchant, receiver: Receiver
 ) -> None:

@@ -509,6 +509,10 @@ async def test_secret_can_be_read_and_rotated(merchant: Merchant) -> None:
     assert (await merchant.get(f"/webhook/v1/{webhook_id}/secret")).json()["secret"] == body[
         "secret"
     ]
+    # A second rotation: previousSecretExpiresAt is when the last replaced secret stops signing.
+    again = (await merchant.post(f"/webhook/v1/{webhook_id}/secret/rotate")).json()
+    assert again["previousSecretExpiresAt"] >= body["previousSecretExpiresAt"]
+    assert (await merchant.get(f"/webhook/v1/{webhook_id}/secret")).json() == again
 
 
 # --- authentication and scopes on these routes --------------------------------------------------

@@ -14,7 +14,7 @@ import sqlite3
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple, cast
 
 import orjson
@@ -39,6 +39,7 @@ from tucano.errors import AppError, ErrorCode, NotFound
 from tucano.pagination import PageRequest
 from tucano.webhooks import service as webhooks
 from tucano.webhooks.events import EventType
+from tucano.webhooks.signing import signing_secrets
 
 log = structlog.get_logger("tucano.deliveries")
 
@@ -327,7 +328,7 @@ WITH retry AS (
     RETURNING d.id, d.event_id, d.webhook_id, d.customer_id, d.attempts
 )
 SELECT c.id, c.event_id, c.webhook_id, c.customer_id, c.attempts, e.event_type, e.payload,
-       w.target_url, w.is_active, w.secret, w.previous_secret, w.previous_secret_expires_at
+       w.target_url, w.is_active, w.secret, w.previous_secrets
   FROM claimed AS c
   JOIN events AS e ON e.id = c.event_id
   LEFT JOIN webhooks AS w ON w.id = c.webhook_id
@@ -351,17 +352,12 @@ UPDATE deliveries SET lease_until = ?, claim_token = ?, updated_at = ?
 # SQLite's RETURNING cannot reach other tables.
 _CLAIMED_ON_SQLITE = """
 SELECT d.id, d.event_id, d.webhook_id, d.customer_id, d.attempts, e.event_type, e.payload,
-       w.target_url, w.is_active, w.secret, w.previous_secret, w.previous_secret_expires_at
+       w.target_url, w.is_active, w.secret, w.previous_secrets
   FROM deliveries AS d
   JOIN events AS e ON e.id = d.event_id
   LEFT JOIN webhooks AS w ON w.id = d.webhook_id
  WHERE d.id IN (SELECT value FROM json_each(?))
 """
-
-
-def _read_sqlite_time(stored: str | None) -> datetime | None:
-    """A timestamp as SQLite keeps it (naive UTC text, see db.UTCDateTime)."""
-    return None if stored is None else datetime.fromisoformat(stored).replace(tzinfo=UTC)
 
 
 async def _claim_on_sqlite(
@@ -401,17 +397,8 @@ async def _claim_on_sqlite(
             return connection.execute(_CLAIMED_ON_SQLITE, (claimed,)).fetchall()
 
     rows = await database.run_on_sqlite(claim)
-    # SQLite keeps booleans as integers and timestamps as text.
-    return [
-        (
-            *row[:8],
-            None if row[8] is None else bool(row[8]),
-            row[9],
-            row[10],
-            _read_sqlite_time(row[11]),
-        )
-        for row in rows
-    ]
+    # SQLite keeps booleans as integers.
+    return [(*row[:8], None if row[8] is None else bool(row[8]), *row[9:]) for row in rows]
 
 
 class Claim(NamedTuple):
@@ -470,14 +457,12 @@ async def claim_due_deliveries(
         active,
         secret,
         previous,
-        previous_until,
     ) in rows:
         target = None
         if url is not None:
-            signing: tuple[str, ...] = (secret,)
-            if previous and previous_until is not None and previous_until > now:
-                signing = (secret, previous)
-            target = webhooks.DeliveryTarget(webhook_id, url, active, signing)
+            target = webhooks.DeliveryTarget(
+                webhook_id, url, active, signing_secrets(secret, previous, now=now)
+            )
         claimed.append(
             ClaimedDelivery(
                 delivery_id,

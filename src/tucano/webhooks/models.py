@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Boolean, Index, String
+from sqlalchemy import BigInteger, Boolean, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from tucano.db import NEVER_REUSED_IDS, Base, BigIntPK, UTCDateTime
@@ -23,9 +23,10 @@ class Webhook(Base):
     event_type: Mapped[str] = mapped_column(String(40))
     is_active: Mapped[bool] = mapped_column(Boolean)
     secret: Mapped[str] = mapped_column(String(64))
-    # After a rotation the old secret keeps signing beside the new one until this moment.
-    previous_secret: Mapped[str | None] = mapped_column(String(64))
-    previous_secret_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Secrets replaced by rotations, which keep signing beside the new one until their grace
+    # ends: a JSON array of [secret, ISO 8601 end of grace], newest first (see
+    # webhooks.service.rotate_secret). NULL when the secret was never rotated.
+    previous_secrets: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     # Delivery health: when the current run of failures began (None after any success), and

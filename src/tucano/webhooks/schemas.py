@@ -7,6 +7,7 @@ from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator
 
 from tucano.webhooks.events import EventType
 from tucano.webhooks.models import Webhook as WebhookRow
+from tucano.webhooks.signing import previous_secrets
 from tucano.webhooks.url_safety import MAX_URL_LENGTH
 from tucano.wire import ApiModel, UtcTimestamp
 
@@ -123,13 +124,12 @@ class WebhookSecret(ApiModel):
     secret: str = Field(description="The current signing secret.")
     previous_secret_expires_at: UtcTimestamp | None = Field(
         default=None,
-        description="Until this moment deliveries are also signed with the previous secret.",
+        description="Until this moment deliveries are also signed with a secret that a "
+        "rotation replaced (each keeps signing for 24 hours after it was replaced); null when "
+        "none is in its grace.",
     )
 
     @classmethod
     def of(cls, row: WebhookRow, *, now: datetime) -> WebhookSecret:
-        expires = row.previous_secret_expires_at
-        return cls(
-            secret=row.secret,
-            previous_secret_expires_at=expires if expires is not None and expires > now else None,
-        )
+        graces = [until for _, until in previous_secrets(row.previous_secrets, now=now)]
+        return cls(secret=row.secret, previous_secret_expires_at=max(graces, default=None))

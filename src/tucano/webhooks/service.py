@@ -28,10 +28,8 @@ from tucano.pagination import PageRequest
 from tucano.webhooks.events import EventType
 from tucano.webhooks.models import Webhook
 from tucano.webhooks.schemas import WebhookCreate, WebhookUpdate
+from tucano.webhooks.signing import after_rotation
 from tucano.webhooks.url_safety import TargetRefused, check_target_url
-
-# How long a replaced signing secret keeps signing beside the new one.
-SECRET_ROTATION_GRACE = timedelta(hours=24)
 
 
 def new_signing_secret() -> str:
@@ -70,11 +68,16 @@ async def list_webhooks(
     return rows.all(), total
 
 
-async def get_webhook(session: AsyncSession, *, customer_id: int, webhook_id: int) -> Webhook:
-    """The customer's webhook; another customer's is answered exactly like a missing one."""
-    webhook = await session.scalar(
-        select(Webhook).where(Webhook.id == webhook_id, Webhook.customer_id == customer_id)
-    )
+async def get_webhook(
+    session: AsyncSession, *, customer_id: int, webhook_id: int, for_update: bool = False
+) -> Webhook:
+    """The customer's webhook; another customer's is answered exactly like a missing one.
+    `for_update` locks its row until the transaction ends (PostgreSQL; SQLite's write
+    transactions hold the whole database already)."""
+    query = select(Webhook).where(Webhook.id == webhook_id, Webhook.customer_id == customer_id)
+    if for_update and session.get_bind().dialect.name == "postgresql":
+        query = query.with_for_update()
+    webhook = await session.scalar(query)
     if webhook is None:
         raise NotFound(ErrorCode.WEBHOOK_NOT_FOUND)
     return webhook
@@ -142,10 +145,13 @@ async def delete_webhook(session: AsyncSession, *, customer_id: int, webhook_id:
 
 
 async def rotate_secret(session: AsyncSession, *, customer_id: int, webhook_id: int) -> Webhook:
-    webhook = await get_webhook(session, customer_id=customer_id, webhook_id=webhook_id)
+    """A new signing secret; the one it replaces keeps signing beside it for 24 hours, as do
+    those replaced earlier whose grace has not ended (see signing.after_rotation)."""
+    webhook = await get_webhook(
+        session, customer_id=customer_id, webhook_id=webhook_id, for_update=True
+    )
     now = clock.now()
-    webhook.previous_secret = webhook.secret
-    webhook.previous_secret_expires_at = now + SECRET_ROTATION_GRACE
+    webhook.previous_secrets = after_rotation(webhook.previous_secrets, webhook.secret, now=now)
     webhook.secret = new_signing_secret()
     webhook.updated_at = now
     await session.flush()
@@ -174,7 +180,7 @@ class DeliveryTarget(NamedTuple):
     webhook_id: int
     target_url: str
     is_active: bool
-    # Every secret that signs right now: the current one, plus the previous during its grace.
+    # Every secret that signs right now: the current one, then those in their grace.
     signing_secrets: tuple[str, ...]
 
 
