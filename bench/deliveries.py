@@ -81,9 +81,9 @@ class Row:
     p50_ms: float | None = None
     p99_ms: float | None = None
     cpu_seconds: float | None = None  # of this process (all its threads) over the scenario
-    # How busy the measured process's CPU and the others' CPU were over the scenario (pinned
-    # runs only): shows whether a rate was bound by this process or by the machine.
-    busy: tuple[float, float] | None = None
+    # How busy the measured process's CPU and the others' CPU were over the scenario (left to
+    # the OS: all CPUs together): shows whether a rate was bound by this process or the machine.
+    busy: tuple[float, ...] | None = None
 
     @property
     def rate(self) -> float:
@@ -145,12 +145,15 @@ class Meter:
         total = sum(now[c][1] - self.ticks[c][1] for c in cpus if c in now and c in self.ticks)
         return busy / total if total else 0.0
 
-    def read(self) -> tuple[float, tuple[float, float] | None]:
-        """(CPU seconds of this process, (measured CPU busy, others' CPU busy) or None)."""
+    def read(self) -> tuple[float, tuple[float, ...] | None]:
+        """(CPU seconds of this process, (measured CPU busy, others' CPU busy), or the busy
+        share of all CPUs when placement is left to the OS)."""
         cpu = time.process_time() - self.cpu
-        if self.placement.measured is None:
-            return cpu, None
         now = _cpu_ticks()
+        if not now:
+            return cpu, None
+        if self.placement.measured is None:
+            return cpu, (self.busy_share(set(now), now),)
         return cpu, (
             self.busy_share(self.placement.measured, now),
             self.busy_share(self.placement.others, now),
@@ -301,7 +304,7 @@ def latency_row(
     sent_at: dict[str, float],
     seconds: float,
     cpu: float,
-    busy: tuple[float, float] | None,
+    busy: tuple[float, ...] | None,
 ) -> Row:
     """A paced run's row: latency from each event's `sent_at` to each of its receipts."""
     latencies = [(t - sent_at[i]) * 1000 for i, t in arrived if i in sent_at]
@@ -471,7 +474,7 @@ def table(rows: list[Row], ceiling_rate: float) -> str:
         p99 = f"{row.p99_ms:.1f}" if row.p99_ms is not None else "-"
         share = "-" if "paced" in row.name else f"{row.rate / ceiling_rate:.0%}"
         cpu = f"{row.cpu_seconds / row.deliveries * 1e6:.0f}" if row.cpu_seconds else "-"
-        busy = f"{row.busy[0]:.0%}/{row.busy[1]:.0%}" if row.busy else "-"
+        busy = "/".join(f"{share:.0%}" for share in row.busy) if row.busy else "-"
         lines.append(
             f"{row.name:<58} {row.deliveries:>10} {row.rate:>11.0f} {share:>10} {p50:>8} {p99:>8}"
             f" {cpu:>7} {busy:>9}"
@@ -533,7 +536,7 @@ async def main() -> None:
         f"{args.receivers} receivers, concurrency {CONCURRENCY}); 'of ceiling' is against the "
         f"mean of the two ceiling runs, {top:.0f}/s; 'CPU us' is this process's CPU time (all its "
         "threads) per delivery; 'busy' is how busy this process's CPU / the receivers' and "
-        "database's CPU were (paced rows: while publishing)\n"
+        "database's CPU were (left to the OS: all CPUs; paced rows: while publishing)\n"
     )
     print(table(rows, top))
     if "postgresql" not in kinds:
