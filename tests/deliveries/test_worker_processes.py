@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.engine import make_url
 
 from tests.conftest import (
     POSTGRES_URL,
@@ -23,6 +24,7 @@ from tests.deliveries.support import eventually, pix_outbound
 from tests.processes import ServeProcess, clean_env, run_tucano, start_serve, start_worker
 from tests.receivers import Receiver, hanging
 from tucano import wire
+from tucano.db import connect_asyncpg
 
 
 @dataclass
@@ -216,3 +218,37 @@ async def test_two_workers_on_postgresql_deliver_each_event_once(
     # Both workers took part.
     for worker in workers:
         assert "delivery_worker_started" in worker.logs()
+
+
+@pytest.mark.parametrize("deployment", [_database_params()[1]], indirect=True)
+async def test_an_event_published_by_the_api_wakes_a_worker_in_another_process(
+    deployment: Deployment, receiver: Receiver
+) -> None:
+    """No polling in between: PostgreSQL's NOTIFY, sent by the events endpoint's statement
+    when it commits, reaches the worker's LISTEN at once."""
+    await register(deployment, receiver, "/woken")
+    env = {**deployment.env, "TUCANO_DELIVERY_POLL_INTERVAL_SECONDS": "60"}
+    worker = start_worker(deployment.cwd, env, "listening")
+    try:
+        database = make_url(env["TUCANO_DATABASE_URL"]).database
+        connection = await connect_asyncpg(POSTGRES_URL)
+        try:
+
+            async def listening() -> bool:
+                return bool(
+                    await connection.fetchval(
+                        "SELECT count(*) FROM pg_stat_activity"
+                        " WHERE datname = $1 AND query LIKE 'LISTEN%'",
+                        database,
+                    )
+                )
+
+            await eventually(listening, timeout=30, what="the worker listening")
+        finally:
+            await connection.close()
+        # The worker's first claims found nothing; only a notification wakes it before a minute.
+        (event_id,) = await deployment.publish(1)
+        (request,) = await receiver.wait_for("/woken", 1, timeout=10)
+        assert request.headers["webhook-id"] == event_id
+    finally:
+        await asyncio.to_thread(worker.stop)

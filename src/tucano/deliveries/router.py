@@ -119,15 +119,14 @@ async def send_test_event(
     _json: JsonContent,
     body: SampleEventRequest,
     request: Request,
-    session: SessionDep,
 ) -> Response:
     if not request.app.state.settings.is_sandbox:
         raise AppError(ErrorCode.SANDBOX_ONLY, errors=["test events exist only in the sandbox"])
     payload = sample_payload(body.event_type, partner_id=caller.partner_id)
-    event = await service.publish_event(
-        session, customer_id=caller.customer_id, event_type=body.event_type, payload=payload
+    (event,) = await service.publish_events_alone(
+        request.app.state.database,
+        [service.NewEvent(caller.customer_id, body.event_type, payload)],
     )
-    await session.commit()
     return json_response(_accepted(event), status_code=202)
 
 
@@ -142,7 +141,7 @@ async def send_test_event(
     responses=error_responses(400, 401, 403, 413, 415),
 )
 async def publish_event(
-    caller: EventPublisher, _json: JsonContent, body: EventPublication, session: SessionDep
+    caller: EventPublisher, _json: JsonContent, body: EventPublication, request: Request
 ) -> Response:
     model = PAYLOAD_MODELS[body.event_type]
     try:
@@ -150,10 +149,9 @@ async def publish_event(
     except ValidationError as exc:
         errors = [{**e, "loc": ("body", "payload", *e["loc"])} for e in exc.errors()]
         raise BadRequest(*validation_lines(errors)) from None
-    event = await service.publish_event(
-        session, customer_id=body.customer_id, event_type=body.event_type, payload=payload
+    (event,) = await service.publish_events_alone(
+        request.app.state.database, [service.NewEvent(body.customer_id, body.event_type, payload)]
     )
-    await session.commit()
     return json_response(_accepted(event), status_code=202)
 
 
