@@ -23,6 +23,7 @@ import orjson
 import structlog
 from pydantic import BaseModel
 from sqlalchemy import Table, bindparam, delete, func, select, text, update
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano import wire
@@ -172,18 +173,18 @@ RETURNING event_id
 async def _publish_on_sqlite(
     session: AsyncSession, rows: list[tuple[str, int, str, str]], now: datetime
 ) -> dict[str, int]:
-    stored_time = _EVENTS.c.created_at.type.bind_processor(session.get_bind().dialect)
-    assert stored_time is not None
-    return await run_on_sqlite(
-        await session.connection(), _sqlite_publisher(rows, stored_time(now))
-    )
+    publish = _sqlite_publisher(rows, now, session.get_bind().dialect)
+    return await run_on_sqlite(await session.connection(), publish)
 
 
 def _sqlite_publisher(
-    rows: list[tuple[str, int, str, str]], at: str
+    rows: list[tuple[str, int, str, str]], now: datetime, dialect: Dialect
 ) -> Callable[[sqlite3.Connection], dict[str, int]]:
-    """The work of a publication on SQLite's connection (inside whatever transaction it has),
-    `at` as SQLite keeps timestamps: how many deliveries it queued per event."""
+    """The work of a publication on SQLite's connection (inside whatever transaction it has):
+    how many deliveries it queued per event."""
+    stored_time = _EVENTS.c.created_at.type.bind_processor(dialect)
+    assert stored_time is not None
+    at = stored_time(now)
     events = [(*row, at) for row in rows]
     subscriptions = orjson.dumps([row[:3] for row in rows]).decode()
 
@@ -224,9 +225,7 @@ async def publish_events_alone(
 async def _publish_alone_on_sqlite(
     database: Database, rows: list[tuple[str, int, str, str]], now: datetime
 ) -> dict[str, int]:
-    stored_time = _EVENTS.c.created_at.type.bind_processor(database.engine.dialect)
-    assert stored_time is not None
-    publish = _sqlite_publisher(rows, stored_time(now))
+    publish = _sqlite_publisher(rows, now, database.engine.dialect)
 
     def publish_alone(connection: sqlite3.Connection) -> dict[str, int]:
         with immediate_transaction(connection):

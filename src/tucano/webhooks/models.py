@@ -24,8 +24,8 @@ class Webhook(Base):
     is_active: Mapped[bool] = mapped_column(Boolean)
     secret: Mapped[str] = mapped_column(String(64))
     # Secrets replaced by rotations, which keep signing beside the new one until their grace
-    # ends: a JSON array of [secret, ISO 8601 end of grace], newest first (see
-    # webhooks.service.rotate_secret). NULL when the secret was never rotated.
+    # ends: a JSON array of [secret, ISO 8601 end of grace], newest first (read and written by
+    # webhooks.signing). NULL when the secret was never rotated.
     previous_secrets: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -34,6 +34,7 @@ def _as_utc(stored: datetime | str) -> datetime:
 
 
 def _iso(moment: datetime) -> str:
+    # clock.format_utc's format, written out: a migration must not change with later app code.
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
