@@ -97,6 +97,7 @@ DELIVERY_SETTINGS: dict[str, Any] = {
     "webhook_allowed_networks": "127.0.0.0/8",
     "retry_schedule": "300ms,600ms",
     "delivery_timeout_seconds": 1.5,
+    "delivery_slow_after_seconds": 0.3,
     "delivery_lease_seconds": 5,
     "delivery_poll_interval_seconds": 0.1,
     "maintenance_interval_seconds": 0.2,

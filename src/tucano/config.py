@@ -68,6 +68,8 @@ class Settings(BaseSettings):
     delivery_timeout_seconds: float = Field(default=15.0, gt=0)
     delivery_concurrency: int = Field(default=64, ge=1, le=2048)
     delivery_concurrency_per_target: int = Field(default=16, ge=1)
+    # An attempt in flight this long no longer takes one of the concurrency's senders.
+    delivery_slow_after_seconds: float = Field(default=1.0, gt=0)
     delivery_lease_seconds: float = Field(default=60.0, ge=5)
     delivery_poll_interval_seconds: float = Field(default=1.0, gt=0)
     retry_after_max_seconds: float = Field(default=3600.0, ge=0)

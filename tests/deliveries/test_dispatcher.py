@@ -84,3 +84,32 @@ async def test_close_hands_back_what_was_not_started_and_wakes_idle_senders() ->
     # The delivery in flight still finishes, and then the host is forgotten.
     dispatcher.done(started[1])
     assert dispatcher.targets == {} and dispatcher.running == 0 and dispatcher.waiting == 0
+
+
+async def test_a_slow_host_is_counted_apart_until_one_of_its_attempts_is_quick() -> None:
+    dispatcher = _Dispatcher(per_target=2)
+    add(dispatcher, "https://hangs.example/x", 5, webhook_id=1)
+    add(dispatcher, "https://fine.example/y", 3, webhook_id=2)
+    handed = [await dispatcher.next() for _ in range(4)]
+    hanging = [h for h in handed if h is not None and h[1].key == "https://hangs.example"]
+    assert len(hanging) == 2
+    target = hanging[0][1]
+    dispatcher.mark_slow(target)
+    # What is held for it (2 in flight, 3 waiting) is the slow hosts' share; the other's is not.
+    assert dispatcher.held_for_slow_targets() == 5
+
+    dispatcher.done(target, quick=False)  # another slow attempt: still slow
+    assert target.slow and dispatcher.held_for_slow_targets() == 4
+    dispatcher.done(target, quick=True)  # a quick one: no longer slow
+    assert not target.slow and dispatcher.held_for_slow_targets() == 0
+
+
+async def test_a_slow_host_with_nothing_left_is_forgotten() -> None:
+    dispatcher = _Dispatcher(per_target=2)
+    add(dispatcher, "https://hangs.example/x", 1)
+    handed = await dispatcher.next()
+    assert handed is not None
+    dispatcher.mark_slow(handed[1])
+    dispatcher.done(handed[1], quick=False)
+    assert dispatcher.targets == {} and dispatcher.slow == set()
+    assert dispatcher.held_for_slow_targets() == 0

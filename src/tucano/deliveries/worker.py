@@ -5,10 +5,17 @@
         └── wake-up /      queue + cap)                           per batch)
             room freed / poll
 
-A fixed pool of sender coroutines (TUCANO_DELIVERY_CONCURRENCY) takes deliveries from the
+A pool of sender coroutines (TUCANO_DELIVERY_CONCURRENCY) takes deliveries from the
 dispatcher, which hands out the receiving hosts in turn and never more than
 TUCANO_DELIVERY_CONCURRENCY_PER_TARGET at once to one host, so a host that hangs holds only its
 own share of the senders. No transaction is open while a POST is in flight.
+
+Hanging hosts are common at scale, and enough of them at their cap would take every sender. So an
+attempt in flight longer than TUCANO_DELIVERY_SLOW_AFTER_SECONDS gives its place in the pool to a
+new sender (its own coroutine ends with the attempt), up to SLOW_ATTEMPTS_PER_SENDER times the
+concurrency. A host with such an attempt is slow until one of its attempts is quick again: what
+is held for it does not count against the worker's prefetch, and it is left out of claims as soon
+as it has its cap in hand.
 
 A claimed delivery carries a lease (its `lease_until`); a worker that dies
 simply lets its leases run out and another worker claims them again, so an event may arrive
@@ -55,6 +62,9 @@ RECORD_LINGER_SECONDS = 0.02
 # concurrency, so that claims come in large batches (a claim costs about the same for 10 rows as
 # for 200) and a sender that frees up never waits for one.
 PREFETCH = 8
+# Slow attempts (and so extra senders) a worker may have beside its pool, per sender of the pool:
+# an attempt waiting on a hanging host costs a socket and a coroutine, no CPU.
+SLOW_ATTEMPTS_PER_SENDER = 16
 
 
 def _target_key(url: str) -> str:
@@ -71,6 +81,16 @@ class _Target:
     waiting: deque[ClaimedDelivery] = field(default_factory=deque)
     webhook_ids: set[int] = field(default_factory=set)
     queued: bool = False  # in the dispatcher's turn order
+    slow: bool = False  # an attempt ran past the slow mark, and none has been quick since
+
+
+@dataclass(eq=False)
+class _SenderSlot:
+    """What one sender coroutine is doing, for the watch on slow attempts."""
+
+    target: _Target | None = None
+    started: float = 0.0  # monotonic time its attempt started
+    replaced: bool = False  # its attempt is slow and a new sender took its place
 
 
 def _not_sent(delivery: ClaimedDelivery, why: str, *, at: datetime) -> Outcome:
@@ -97,11 +117,19 @@ class _Dispatcher:
         self.waiting = 0  # claimed, not yet handed out
         self.running = 0  # handed out, not yet done
         self._turns: deque[_Target] = deque()  # targets with waiting work and a free slot
+        self.slow: set[_Target] = set()
         self._idle: deque[asyncio.Future[None]] = deque()
         self._closed = False
 
     def held(self, target: _Target) -> int:
         return target.running + len(target.waiting)
+
+    def held_for_slow_targets(self) -> int:
+        return sum(self.held(target) for target in self.slow)
+
+    def mark_slow(self, target: _Target) -> None:
+        target.slow = True
+        self.slow.add(target)
 
     def add(self, delivery: ClaimedDelivery, url: str) -> _Target:
         key = _target_key(url)
@@ -144,35 +172,42 @@ class _Dispatcher:
         self._offer(target)  # its next delivery, if any, goes to the back of the line
         return delivery, target
 
-    def done(self, target: _Target) -> None:
+    def done(self, target: _Target, *, quick: bool = True) -> None:
         target.running -= 1
         self.running -= 1
+        if quick and target.slow:
+            target.slow = False
+            self.slow.discard(target)
         if target.running == 0 and not target.waiting:
-            del self.targets[target.key]
+            self._forget(target)
         else:
             self._offer(target)
+
+    def _forget(self, target: _Target) -> None:
+        del self.targets[target.key]
+        self.slow.discard(target)
 
     def take_webhook(self, webhook_id: int) -> list[ClaimedDelivery]:
         """The deliveries of one webhook not handed out yet, taken out of the dispatcher."""
         taken: list[ClaimedDelivery] = []
-        for key, target in list(self.targets.items()):
+        for target in list(self.targets.values()):
             if webhook_id not in target.webhook_ids:
                 continue
             kept = deque(d for d in target.waiting if d.webhook_id != webhook_id)
             taken += [d for d in target.waiting if d.webhook_id == webhook_id]
             target.waiting = kept
             if target.running == 0 and not target.waiting:
-                del self.targets[key]
+                self._forget(target)
         self.waiting -= len(taken)
         return taken
 
     def take_waiting(self) -> list[ClaimedDelivery]:
         """Everything not handed out yet (to give back on shutdown)."""
         taken = [d for t in self.targets.values() for d in t.waiting]
-        for key, target in list(self.targets.items()):
+        for target in list(self.targets.values()):
             target.waiting.clear()
             if target.running == 0:
-                del self.targets[key]
+                self._forget(target)
         self._turns.clear()
         for target in self.targets.values():
             target.queued = False
@@ -192,14 +227,19 @@ class DeliveryWorker:
     def __init__(self, database: Database, settings: Settings, *, sender: Sender | None = None):
         self.database = database
         self.settings = settings
+        self._concurrency = settings.delivery_concurrency
+        self._most_slow = SLOW_ATTEMPTS_PER_SENDER * settings.delivery_concurrency
         self.sender = sender or Sender(
             allowed_networks=settings.webhook_allowed_networks,
             allow_http=settings.is_sandbox,
             timeout=settings.delivery_timeout_seconds,
-            max_connections=settings.delivery_concurrency,
+            max_connections=self._concurrency + self._most_slow,
         )
         self.lease = timedelta(seconds=settings.delivery_lease_seconds)
-        self._concurrency = settings.delivery_concurrency
+        self._slow_after = settings.delivery_slow_after_seconds
+        self._slots: set[_SenderSlot] = set()
+        self._senders: set[asyncio.Task[None]] = set()
+        self._slow_now = 0  # slow attempts whose senders were replaced
         self._claim_batch = settings.delivery_concurrency
         self._rng = random.Random()
         self._dispatcher = _Dispatcher(settings.delivery_concurrency_per_target)
@@ -228,10 +268,9 @@ class DeliveryWorker:
         recorder = asyncio.create_task(
             self._record_outcomes_until(recording), name="delivery-recorder"
         )
-        senders = [
-            asyncio.create_task(self._send_forever(), name=f"delivery-sender-{i}")
-            for i in range(self._concurrency)
-        ]
+        for _ in range(self._concurrency):
+            self._start_sender()
+        watch = asyncio.create_task(self._watch_for_slow_attempts(), name="delivery-slow-watch")
         listener = None
         if self.database.dialect == "postgresql":
             listener = asyncio.create_task(
@@ -257,7 +296,8 @@ class DeliveryWorker:
             wakeup.forget(self._attention)
             webhook_changes.forget(self._on_webhook_change)
             stopping.cancel()
-            await self._drain(senders)
+            watch.cancel()
+            await self._drain()
             recording.set()
             self._outcome_ready.set()
             await recorder
@@ -276,12 +316,23 @@ class DeliveryWorker:
         return self._dispatcher.waiting + self._dispatcher.running
 
     def _room(self) -> int:
-        return PREFETCH * self._concurrency - self._holding()
+        holding = self._holding()
+        # What is held for slow hosts waits on them, not on the pool: it does not count against
+        # the prefetch, only against a bound on everything held.
+        for_the_pool = holding - self._dispatcher.held_for_slow_targets()
+        return min(
+            PREFETCH * self._concurrency - for_the_pool,
+            (PREFETCH + SLOW_ATTEMPTS_PER_SENDER) * self._concurrency - holding,
+        )
 
     async def _claim(self, room: int) -> None:
         dispatcher = self._dispatcher
         started = time.monotonic()
-        full = [t for t in dispatcher.targets.values() if dispatcher.held(t) >= self._saturated]
+        full = [
+            t
+            for t in dispatcher.targets.values()
+            if dispatcher.held(t) >= (dispatcher.per_target if t.slow else self._saturated)
+        ]
         self._left_out = {target.key for target in full}
         try:
             claim = await service.claim_due_deliveries(
@@ -332,7 +383,31 @@ class DeliveryWorker:
 
     # --- sending ---------------------------------------------------------------------------
 
-    async def _send_forever(self) -> None:
+    def _start_sender(self) -> None:
+        slot = _SenderSlot()
+        self._slots.add(slot)
+        task = asyncio.create_task(self._send_forever(slot), name="delivery-sender")
+        self._senders.add(task)
+        task.add_done_callback(self._senders.discard)
+
+    async def _watch_for_slow_attempts(self) -> None:
+        """Give the place of each attempt that turns slow to a new sender (see module doc)."""
+        while True:
+            await asyncio.sleep(self._slow_after / 4)
+            now = time.monotonic()
+            for slot in list(self._slots):
+                target = slot.target
+                if target is None or slot.replaced or now - slot.started < self._slow_after:
+                    continue
+                if not target.slow:
+                    self._dispatcher.mark_slow(target)
+                    self._attention.set()  # its held deliveries no longer count: room to claim
+                if self._slow_now < self._most_slow:
+                    slot.replaced = True
+                    self._slow_now += 1
+                    self._start_sender()
+
+    async def _send_forever(self, slot: _SenderSlot) -> None:
         dispatcher = self._dispatcher
         # An attempt started later than this before its lease ends might still be running (or
         # not yet recorded) when another worker claims the delivery.
@@ -340,6 +415,7 @@ class DeliveryWorker:
         margin = timedelta(seconds=timeout + (self.settings.delivery_lease_seconds - timeout) / 4)
         while (handed := await dispatcher.next()) is not None:
             delivery, target = handed
+            slot.target, slot.started = target, time.monotonic()
             try:
                 now = clock.now()
                 if now + margin > delivery.lease_until:
@@ -352,7 +428,8 @@ class DeliveryWorker:
                 # Never lose the claim silently: log it; the lease makes the delivery due again.
                 log.exception("delivery_attempt_crashed", deliveryId=delivery.delivery_id)
             finally:
-                dispatcher.done(target)
+                slot.target = None
+                dispatcher.done(target, quick=time.monotonic() - slot.started < self._slow_after)
                 # Claim again when room is made and there may be more due: the last claim was
                 # full, or it left out this target, which has now fallen below the mark.
                 # (Otherwise new deliveries announce themselves, and retries are polled for.)
@@ -361,6 +438,10 @@ class DeliveryWorker:
                     or (target.key in self._left_out and dispatcher.held(target) < self._saturated)
                 ):
                     self._attention.set()
+            if slot.replaced:  # another sender has taken this one's place
+                self._slow_now -= 1
+                break
+        self._slots.discard(slot)
 
     async def _attempt(self, delivery: ClaimedDelivery, *, attempted_at: datetime) -> Outcome:
         target = delivery.target
@@ -446,7 +527,7 @@ class DeliveryWorker:
         except Exception:
             log.exception("delivery_release_failed", count=len(claims))
 
-    async def _drain(self, senders: list[asyncio.Task[None]]) -> None:
+    async def _drain(self) -> None:
         """On shutdown: give back what has not started, let attempts in flight finish (each is
         bounded by the send timeout)."""
         await self._release(self._dispatcher.take_waiting(), due_in=timedelta(0))
@@ -455,7 +536,7 @@ class DeliveryWorker:
         if self._dispatcher.running:
             log.info("delivery_worker_draining", inFlight=self._dispatcher.running)
         _, unfinished = await asyncio.wait(
-            senders, timeout=self.settings.delivery_timeout_seconds + 5
+            set(self._senders), timeout=self.settings.delivery_timeout_seconds + 5
         )
         for task in unfinished:
             task.cancel()
