@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 
+from tests.conftest import make_settings
 from tucano.clock import clock
+from tucano.db import Database
 from tucano.deliveries.service import ClaimedDelivery
-from tucano.deliveries.worker import _Dispatcher
+from tucano.deliveries.worker import PREFETCH, SLOW_ATTEMPTS_PER_SENDER, DeliveryWorker, _Dispatcher
 from tucano.webhooks.service import DeliveryTarget
 
 _ids = itertools.count(1)
@@ -113,3 +115,21 @@ async def test_a_slow_host_with_nothing_left_is_forgotten() -> None:
     dispatcher.done(handed[1], quick=False)
     assert dispatcher.targets == {} and dispatcher.slow == set()
     assert dispatcher.held_for_slow_targets() == 0
+
+
+async def test_what_is_held_for_slow_hosts_leaves_the_worker_room_to_claim() -> None:
+    settings = make_settings(
+        "sqlite+aiosqlite:///unused.db", delivery_concurrency=4, delivery_concurrency_per_target=2
+    )
+    worker = DeliveryWorker(Database(settings.database_url), settings)
+    dispatcher = worker._dispatcher
+    full = PREFETCH * 4
+    add(dispatcher, "https://hangs.example/x", full)
+    assert worker._room() == 0  # the whole prefetch is held for one host
+    handed = await dispatcher.next()
+    assert handed is not None
+    dispatcher.mark_slow(handed[1])
+    assert worker._room() == full
+    # Still bounded: everything held, slow or not, stays within its own limit.
+    add(dispatcher, "https://hangs.example/x", SLOW_ATTEMPTS_PER_SENDER * 4)
+    assert worker._room() == 0
