@@ -270,47 +270,6 @@ async def test_a_hanging_target_does_not_hold_back_a_healthy_one(
         await slow.stop()
 
 
-async def test_many_hanging_targets_do_not_take_every_sender_from_a_healthy_one(
-    delivery_service: RunningService, publisher: Merchant, receiver: Receiver
-) -> None:
-    """More hanging hosts than the senders can hold at their cap: an attempt that has run past
-    TUCANO_DELIVERY_SLOW_AFTER_SECONDS gives its place to a new sender, so a healthy host is
-    not made to wait for the hanging ones to time out."""
-    settings = delivery_service.settings
-    cap = settings.delivery_concurrency_per_target
-    hosts = settings.delivery_concurrency // cap + 1  # together, more than all the senders
-    hanging_receivers = [Receiver(behaviours={"/hang": hanging(30)}) for _ in range(hosts)]
-    owner = await delivery_service.merchant()
-    healthy_owner = await delivery_service.merchant()
-    await register(healthy_owner, receiver, "/healthy")
-    for hanging_receiver in hanging_receivers:
-        await hanging_receiver.start()
-    try:
-        for hanging_receiver in hanging_receivers:
-            await register(owner, hanging_receiver, "/hang")
-        for _ in range(2 * cap):
-            await publish(publisher, owner.customer_id)
-
-        def open_now() -> int:
-            return sum(r.open_now.get("/hang", 0) for r in hanging_receivers)
-
-        async def every_cap_taken() -> bool:
-            return open_now() == hosts * cap
-
-        # Every hanging host gets its full cap at once, beyond the base pool of senders.
-        await eventually(every_cap_taken, timeout=1.4, what="every hanging host at its cap")
-        started = time.monotonic()
-        await publish(publisher, healthy_owner.customer_id)
-        await receiver.wait_for("/healthy", 1, timeout=5)
-        # Well before the hanging attempts time out (1.5 s) and free their senders.
-        assert time.monotonic() - started < 0.5
-        assert open_now() == hosts * cap
-        assert all(r.most_open["/hang"] == cap for r in hanging_receivers)
-    finally:
-        for hanging_receiver in hanging_receivers:
-            await hanging_receiver.stop()
-
-
 async def test_the_events_endpoint_validates_payloads(
     merchant: Merchant, publisher: Merchant
 ) -> None:
