@@ -93,25 +93,36 @@ def _relay_webhook_change(_connection: object, _pid: int, _channel: str, payload
         webhook_changes.notify(change)
 
 
-async def listen_for_notifications(database_url: str, stop: asyncio.Event) -> None:
+async def listen_for_notifications(
+    database_url: str, stop: asyncio.Event, *, probe_every: float = 5.0
+) -> None:
     """Relay PostgreSQL notifications to `wakeup` and `webhook_changes`, reconnecting until
-    `stop`."""
+    `stop`. A connection that a NAT or firewall dropped without a word looks open for hours (TCP
+    keepalive starts after two): a `SELECT 1` every `probe_every` seconds, answered within as
+    long, finds it out, and the loop connects again."""
     while not stop.is_set():
         connection: asyncpg.Connection | None = None
         try:
-            connection = await connect_asyncpg(database_url)
-            await connection.add_listener(NOTIFY_CHANNEL, lambda *_: wakeup.notify())
-            await connection.add_listener(WEBHOOK_CHANNEL, _relay_webhook_change)
+            opened: asyncpg.Connection = await asyncio.wait_for(
+                connect_asyncpg(database_url), probe_every
+            )
+            connection = opened
+            await opened.add_listener(NOTIFY_CHANNEL, lambda *_: wakeup.notify())
+            await opened.add_listener(WEBHOOK_CHANNEL, _relay_webhook_change)
             # Anything committed while we were not listening is found by this first poll.
             wakeup.notify()
-            while not stop.is_set() and not connection.is_closed():
+            while not stop.is_set() and not opened.is_closed():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=5)
-        except (OSError, asyncpg.PostgresError) as exc:
+                    await asyncio.wait_for(stop.wait(), timeout=probe_every)
+                if not stop.is_set():
+                    await asyncio.wait_for(opened.fetchval("SELECT 1"), timeout=probe_every)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("notification_listener_down", error=type(exc).__name__)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=1)
         finally:
-            if connection is not None:
+            if connection is not None and stop.is_set():
                 with contextlib.suppress(Exception):
                     await connection.close(timeout=2)
+            elif connection is not None:  # dropped or failing: no goodbye to wait for
+                connection.terminate()

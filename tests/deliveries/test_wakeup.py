@@ -1,0 +1,95 @@
+"""The PostgreSQL listener that wakes workers: it notices a connection gone silent and connects
+again. PostgreSQL only."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from tests.conftest import POSTGRES_URL
+from tucano.db import connect_asyncpg
+from tucano.deliveries.wakeup import NOTIFY_CHANNEL, listen_for_notifications, wakeup
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.skipif(not POSTGRES_URL, reason="TUCANO_TEST_DATABASE_URL not set"),
+]
+
+
+class SilencingProxy:
+    """Relays TCP to PostgreSQL. `silence()` stops relaying on the connections open so far and
+    keeps their sockets open: what a NAT or firewall that forgot a connection looks like to both
+    ends. Connections made afterwards are relayed."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.connections = 0
+        self._silenced_before = 0
+        self._server: asyncio.Server | None = None
+        self._sockets: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    def silence(self) -> None:
+        self._silenced_before = self.connections
+
+    async def stop(self) -> None:
+        for writer in self._sockets:
+            writer.close()
+        if self._server is not None:
+            self._server.close()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        number = self.connections
+        up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
+        self._sockets += [writer, up_writer]
+
+        async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError):
+                while data := await source.read(65536):
+                    if number > self._silenced_before:  # else: dropped, the socket kept open
+                        sink.write(data)
+                        await sink.drain()
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+
+
+async def test_a_listener_whose_connection_went_silent_connects_again() -> None:
+    url = make_url(POSTGRES_URL)
+    proxy = SilencingProxy(url.host or "127.0.0.1", url.port or 5432)
+    port = await proxy.start()
+    through_proxy = url.set(host="127.0.0.1", port=port).render_as_string(hide_password=False)
+    notifier = await connect_asyncpg(POSTGRES_URL)
+    woken = wakeup.waiter()
+    stop = asyncio.Event()
+    listener = asyncio.create_task(listen_for_notifications(through_proxy, stop, probe_every=0.3))
+
+    async def woken_by_a_notification() -> None:
+        woken.clear()
+        await notifier.execute(f"SELECT pg_notify('{NOTIFY_CHANNEL}', '')")
+        await asyncio.wait_for(woken.wait(), timeout=2)
+
+    try:
+        await asyncio.wait_for(woken.wait(), timeout=5)  # listening: it announces itself
+        await woken_by_a_notification()
+
+        proxy.silence()
+        silenced = proxy.connections
+        woken.clear()
+        # The probe goes unanswered; the listener connects again and wakes the worker, which
+        # polls for whatever was committed meanwhile.
+        await asyncio.wait_for(woken.wait(), timeout=5)
+        assert proxy.connections > silenced
+        await woken_by_a_notification()  # through the new connection
+    finally:
+        stop.set()
+        await asyncio.wait_for(listener, timeout=5)
+        wakeup.forget(woken)
+        await notifier.close()
+        await proxy.stop()
