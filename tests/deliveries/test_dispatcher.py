@@ -51,7 +51,7 @@ async def test_hosts_take_turns_and_each_is_capped() -> None:
     assert not fifth.done()
     first = handed[0]
     assert first is not None
-    dispatcher.done(first[1])
+    dispatcher.done(first[1], quick=True)
     got = await asyncio.wait_for(fifth, 1)
     assert got is not None and got[1].key == "https://a.example"
 
@@ -84,7 +84,7 @@ async def test_close_hands_back_what_was_not_started_and_wakes_idle_senders() ->
     assert await asyncio.wait_for(idle, 1) is None
     assert await dispatcher.next() is None
     # The delivery in flight still finishes, and then the host is forgotten.
-    dispatcher.done(started[1])
+    dispatcher.done(started[1], quick=True)
     assert dispatcher.targets == {} and dispatcher.running == 0 and dispatcher.waiting == 0
 
 

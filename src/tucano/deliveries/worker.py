@@ -172,7 +172,9 @@ class _Dispatcher:
         self._offer(target)  # its next delivery, if any, goes to the back of the line
         return delivery, target
 
-    def done(self, target: _Target, *, quick: bool = True) -> None:
+    def done(self, target: _Target, *, quick: bool) -> None:
+        """One of `target`'s deliveries is finished; `quick`: its attempt answered within the
+        slow mark (a slow host is slow no more)."""
         target.running -= 1
         self.running -= 1
         if quick and target.slow:
@@ -397,12 +399,12 @@ class DeliveryWorker:
             now = time.monotonic()
             for slot in list(self._slots):
                 target = slot.target
-                if target is None or slot.replaced or now - slot.started < self._slow_after:
+                if target is None or now - slot.started < self._slow_after:
                     continue
                 if not target.slow:
                     self._dispatcher.mark_slow(target)
                     self._attention.set()  # its held deliveries no longer count: room to claim
-                if self._slow_now < self._most_slow:
+                if not slot.replaced and self._slow_now < self._most_slow:
                     slot.replaced = True
                     self._slow_now += 1
                     self._start_sender()
@@ -415,21 +417,23 @@ class DeliveryWorker:
         margin = timedelta(seconds=timeout + (self.settings.delivery_lease_seconds - timeout) / 4)
         while (handed := await dispatcher.next()) is not None:
             delivery, target = handed
-            slot.target, slot.started = target, time.monotonic()
+            quick = False  # an attempt answered within the slow mark (a give-back is none)
             try:
                 now = clock.now()
                 if now + margin > delivery.lease_until:
                     self._stale.append(delivery)
                     self._attention.set()
                     continue
+                slot.target, slot.started = target, time.monotonic()
                 self._outcomes.append(await self._attempt(delivery, attempted_at=now))
                 self._outcome_ready.set()
+                quick = time.monotonic() - slot.started < self._slow_after
             except Exception:
                 # Never lose the claim silently: log it; the lease makes the delivery due again.
                 log.exception("delivery_attempt_crashed", deliveryId=delivery.delivery_id)
             finally:
                 slot.target = None
-                dispatcher.done(target, quick=time.monotonic() - slot.started < self._slow_after)
+                dispatcher.done(target, quick=quick)
                 # Claim again when room is made and there may be more due: the last claim was
                 # full, or it left out this target, which has now fallen below the mark.
                 # (Otherwise new deliveries announce themselves, and retries are polled for.)
