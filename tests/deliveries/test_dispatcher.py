@@ -1,14 +1,19 @@
-"""The worker's dispatcher: receiving hosts in turn, a cap per host, a clean close. No database."""
+"""The worker's dispatcher and bookkeeping: hosts in turn, a cap per host, slow hosts, changes
+missed, a clean close. No database."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from typing import Any
+
+import pytest
 
 from tests.conftest import make_settings
 from tucano.clock import clock
 from tucano.db import Database
-from tucano.deliveries.service import ClaimedDelivery
+from tucano.deliveries import service
+from tucano.deliveries.service import Claim, ClaimedDelivery
 from tucano.deliveries.worker import PREFETCH, SLOW_ATTEMPTS_PER_SENDER, DeliveryWorker, _Dispatcher
 from tucano.webhooks.service import DeliveryTarget
 
@@ -133,3 +138,44 @@ async def test_what_is_held_for_slow_hosts_leaves_the_worker_room_to_claim() -> 
     # Still bounded: everything held, slow or not, stays within its own limit.
     add(dispatcher, "https://hangs.example/x", SLOW_ATTEMPTS_PER_SENDER * 4)
     assert worker._room() == 0
+
+
+async def test_changes_missed_give_back_every_delivery_held_but_not_started() -> None:
+    settings = make_settings("sqlite+aiosqlite:///unused.db")
+    worker = DeliveryWorker(Database(settings.database_url), settings)
+    dispatcher = worker._dispatcher
+    add(dispatcher, "https://a.example/x", 3, webhook_id=1)
+    add(dispatcher, "https://b.example/y", 2, webhook_id=2)
+    started = await dispatcher.next()
+    assert started is not None
+
+    worker._on_webhook_change(None)
+
+    # The four not started go back to the queue, to be claimed with the webhooks as they are
+    # now; the one under way finishes.
+    assert dispatcher.waiting == 0 and dispatcher.running == 1
+    assert len(worker._stale) == 4 and started[0] not in worker._stale
+
+
+async def test_a_claim_under_way_when_changes_were_missed_is_given_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = make_settings("sqlite+aiosqlite:///unused.db")
+    worker = DeliveryWorker(Database(settings.database_url), settings)
+    rows = [claimed("https://a.example/x") for _ in range(3)]
+
+    async def claim_while_the_listener_reconnects(*_args: Any, **_kwargs: Any) -> Claim:
+        worker._on_webhook_change(None)  # the rows below were read before it
+        return Claim(rows, more_due=False)
+
+    monkeypatch.setattr(service, "claim_due_deliveries", claim_while_the_listener_reconnects)
+    await worker._claim(10)
+    assert worker._dispatcher.waiting == 0 and worker._stale == rows
+
+    # A claim that starts afterwards keeps what it took.
+    async def claim_later(*_args: Any, **_kwargs: Any) -> Claim:
+        return Claim(rows, more_due=False)
+
+    monkeypatch.setattr(service, "claim_due_deliveries", claim_later)
+    await worker._claim(10)
+    assert worker._dispatcher.waiting == 3

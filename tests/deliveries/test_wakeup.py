@@ -11,7 +11,13 @@ from sqlalchemy.engine import make_url
 
 from tests.conftest import POSTGRES_URL
 from tucano.db import connect_asyncpg
-from tucano.deliveries.wakeup import NOTIFY_CHANNEL, listen_for_notifications, wakeup
+from tucano.deliveries.wakeup import (
+    NOTIFY_CHANNEL,
+    WebhookChange,
+    listen_for_notifications,
+    wakeup,
+    webhook_changes,
+)
 
 pytestmark = [
     pytest.mark.postgres,
@@ -67,6 +73,8 @@ async def test_a_listener_whose_connection_went_silent_connects_again() -> None:
     through_proxy = url.set(host="127.0.0.1", port=port).render_as_string(hide_password=False)
     notifier = await connect_asyncpg(POSTGRES_URL)
     woken = wakeup.waiter()
+    heard: list[WebhookChange | None] = []
+    webhook_changes.listen(heard.append)
     stop = asyncio.Event()
     listener = asyncio.create_task(listen_for_notifications(through_proxy, stop, probe_every=0.3))
 
@@ -78,6 +86,7 @@ async def test_a_listener_whose_connection_went_silent_connects_again() -> None:
     try:
         await asyncio.wait_for(woken.wait(), timeout=5)  # listening: it announces itself
         await woken_by_a_notification()
+        assert heard == []
 
         proxy.silence()
         silenced = proxy.connections
@@ -86,10 +95,13 @@ async def test_a_listener_whose_connection_went_silent_connects_again() -> None:
         # polls for whatever was committed meanwhile.
         await asyncio.wait_for(woken.wait(), timeout=5)
         assert proxy.connections > silenced
+        # Webhook changes made while it was deaf went unheard: workers are told so (None).
+        assert heard == [None]
         await woken_by_a_notification()  # through the new connection
     finally:
         stop.set()
         await asyncio.wait_for(listener, timeout=5)
         wakeup.forget(woken)
+        webhook_changes.forget(heard.append)
         await notifier.close()
         await proxy.stop()

@@ -60,16 +60,22 @@ class WebhookChanges:
     """A broadcast of webhook changes to every listener of this process."""
 
     def __init__(self) -> None:
-        self._listeners: set[Callable[[WebhookChange], None]] = set()
+        self._listeners: set[Callable[[WebhookChange | None], None]] = set()
 
     def notify(self, change: WebhookChange) -> None:
         for listener in list(self._listeners):
             listener(change)
 
-    def listen(self, listener: Callable[[WebhookChange], None]) -> None:
+    def notify_missed(self) -> None:
+        """Changes may have gone unheard (the listener was down): any webhook may have changed.
+        Listeners are called with None."""
+        for listener in list(self._listeners):
+            listener(None)
+
+    def listen(self, listener: Callable[[WebhookChange | None], None]) -> None:
         self._listeners.add(listener)
 
-    def forget(self, listener: Callable[[WebhookChange], None]) -> None:
+    def forget(self, listener: Callable[[WebhookChange | None], None]) -> None:
         self._listeners.discard(listener)
 
     @staticmethod
@@ -99,7 +105,9 @@ async def listen_for_notifications(
     """Relay PostgreSQL notifications to `wakeup` and `webhook_changes`, reconnecting until
     `stop`. A connection that a NAT or firewall dropped without a word looks open for hours (TCP
     keepalive starts after two): a `SELECT 1` every `probe_every` seconds, answered within as
-    long, finds it out, and the loop connects again."""
+    long, finds it out, and the loop connects again, then tells `webhook_changes` that changes
+    may have been missed meanwhile."""
+    listened_before = False
     while not stop.is_set():
         connection: asyncpg.Connection | None = None
         try:
@@ -111,6 +119,9 @@ async def listen_for_notifications(
             await opened.add_listener(WEBHOOK_CHANNEL, _relay_webhook_change)
             # Anything committed while we were not listening is found by this first poll.
             wakeup.notify()
+            if listened_before:
+                webhook_changes.notify_missed()
+            listened_before = True
             while not stop.is_set() and not opened.is_closed():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=probe_every)

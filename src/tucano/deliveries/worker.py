@@ -251,6 +251,7 @@ class DeliveryWorker:
         # Webhooks changed or deleted lately (monotonic time, deleted?): a claim that started
         # before the change read the old values.
         self._changes: dict[int, tuple[float, bool]] = {}
+        self._changes_missed_at = float("-inf")  # when changes may have been missed (monotonic)
         self._left_out: set[str] = set()  # keys of the targets the last claim left out
         self._outcomes: list[Outcome] = []
         self._stale: list[ClaimedDelivery] = []
@@ -351,17 +352,27 @@ class DeliveryWorker:
         for webhook_id, (changed_at, _) in list(self._changes.items()):
             if changed_at < started - 60:
                 del self._changes[webhook_id]
+        any_missed = self._changes_missed_at >= started
         for delivery in claim.deliveries:
             change = self._changes.get(delivery.webhook_id)
             if change is not None and change[0] >= started:
                 self._drop([delivery], deleted=change[1])
-            elif delivery.target is not None:  # None: the webhook was deleted, and its delivery
+            elif delivery.target is None:  # the webhook was deleted, and its delivery with it
+                continue
+            elif any_missed:
+                self._drop([delivery], deleted=False)
+            else:
                 dispatcher.add(delivery, delivery.target.target_url)
 
-    def _on_webhook_change(self, change: WebhookChange) -> None:
+    def _on_webhook_change(self, change: WebhookChange | None) -> None:
         """A webhook changed or was deleted: what this worker holds for it carries the old URL,
         secret or state. Deliveries not started yet go back to the queue, to be claimed again
-        with what the webhook is now (or, deleted, are recorded as cancelled)."""
+        with what the webhook is now (or, deleted, are recorded as cancelled). None: changes
+        may have been missed (the listener was down), so that goes for everything held."""
+        if change is None:
+            self._changes_missed_at = time.monotonic()
+            self._drop(self._dispatcher.take_waiting(), deleted=False)
+            return
         self._changes[change.webhook_id] = (time.monotonic(), change.deleted)
         self._drop(self._dispatcher.take_webhook(change.webhook_id), deleted=change.deleted)
 
