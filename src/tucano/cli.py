@@ -62,7 +62,7 @@ def serve(
 
     from tucano.app import create_app
     from tucano.logs import configure_logging
-    from tucano.runtime import tune_garbage_collector
+    from tucano.runtime import raise_open_files_limit, tune_garbage_collector
 
     settings = _settings()
     configure_logging(settings.log_level)
@@ -71,6 +71,7 @@ def serve(
     _exit_cleanly_after_sigterm()
     app = create_app(settings, background=worker)
     tune_garbage_collector()
+    raise_open_files_limit()
     uvicorn.run(
         app,
         host=host,
@@ -88,13 +89,14 @@ def worker_command(
 ) -> None:
     """Run only the delivery worker and periodic jobs (for scale-out on PostgreSQL)."""
     from tucano.logs import configure_logging
-    from tucano.runtime import tune_garbage_collector
+    from tucano.runtime import raise_open_files_limit, tune_garbage_collector
 
     settings = _settings()
     configure_logging(settings.log_level)
     if migrate:
         _migrate(settings)
     tune_garbage_collector()
+    raise_open_files_limit()
     try:
         import uvloop  # installed with uvicorn[standard]; the loop `tucano serve` runs on too
     except ImportError:  # pragma: no cover

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import resource
 
 # Allocations between two young-generation collections (CPython's default is 700). A server
 # allocates a few dozen objects per request or delivery; at the default it spends several
@@ -18,3 +20,21 @@ def tune_garbage_collector() -> None:
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_GENERATION_THRESHOLD, older, oldest)
+
+
+def raise_open_files_limit() -> int:
+    """Raise the soft limit on open files to the hard one and return it. A worker holds a socket
+    per attempt in flight, up to over a thousand while receivers hang, and many systems start
+    services with a soft limit of 1,024 under a far higher hard one (Go's runtime raises it the
+    same way)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return open_files_limit()
+
+
+def open_files_limit() -> int:
+    """The soft limit on open files (a large number when there is none)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 1 << 20 if soft == resource.RLIM_INFINITY else soft

@@ -52,6 +52,7 @@ from tucano.deliveries.wakeup import (
     wakeup,
     webhook_changes,
 )
+from tucano.runtime import open_files_limit
 from tucano.webhooks.signing import delivery_headers
 
 log = structlog.get_logger("tucano.deliveries")
@@ -230,7 +231,14 @@ class DeliveryWorker:
         self.database = database
         self.settings = settings
         self._concurrency = settings.delivery_concurrency
-        self._most_slow = SLOW_ATTEMPTS_PER_SENDER * settings.delivery_concurrency
+        # Each slow attempt holds a socket: leave half the process's open files for the rest.
+        self._most_slow = max(
+            0,
+            min(
+                SLOW_ATTEMPTS_PER_SENDER * self._concurrency,
+                open_files_limit() // 2 - self._concurrency,
+            ),
+        )
         self.sender = sender or Sender(
             allowed_networks=settings.webhook_allowed_networks,
             allow_http=settings.is_sandbox,
