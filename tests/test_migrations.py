@@ -214,3 +214,43 @@ async def test_a_previous_secret_in_its_grace_is_carried_over(tmp_root: Path) ->
     )
     _, drift = await tables_and_drift(url)
     assert drift == []
+
+
+async def test_results_recorded_before_the_upgrade_are_counted(tmp_root: Path) -> None:
+    """0009: the hour counts start from the results already there."""
+    url = await fresh_database_url("sqlite", tmp_root)
+    await asyncio.to_thread(upgrade, url, "0008_previous_secrets")
+    database = sqlite3.connect(_sqlite_file(url))
+    with database:
+        for n, (webhook_id, status, at) in enumerate(
+            [
+                (1, "SUCCESS", "2026-11-01 10:00:00.000000"),
+                (1, "SUCCESS", "2026-11-01 10:59:59.999999"),
+                (1, "EXHAUSTED", "2026-11-01 10:30:00.000000"),
+                (2, "SUCCESS", "2026-11-01 11:00:00"),  # as the old default adapter wrote it
+            ]
+        ):
+            database.execute(
+                "INSERT INTO delivery_results (delivery_id, customer_id, webhook_id, event_id,"
+                " event_type, target_url, attempt, status, duration_ms, attempted_at)"
+                " VALUES (?, 7, ?, 'evt_x', 'PIX_OUTBOUND', 'https://example.com/h', 1, ?, 5, ?)",
+                (n, webhook_id, status, at),
+            )
+    database.close()
+
+    await asyncio.to_thread(upgrade, url)
+
+    database = sqlite3.connect(_sqlite_file(url))
+    rows = database.execute(
+        "SELECT customer_id, hour, webhook_id, status, result_count, folded"
+        " FROM delivery_result_counts ORDER BY hour, webhook_id, status"
+    ).fetchall()
+    database.close()
+    ten = int(datetime(2026, 11, 1, 10, tzinfo=UTC).timestamp()) // 3600
+    assert rows == [
+        (7, ten, 1, "EXHAUSTED", 1, 1),
+        (7, ten, 1, "SUCCESS", 2, 1),
+        (7, ten + 1, 2, "SUCCESS", 1, 1),
+    ]
+    _, drift = await tables_and_drift(url)
+    assert drift == []

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from tucano.clock import clock
 from tucano.config import Settings
 from tucano.db import Database
+from tucano.deliveries import result_counts
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.worker import DeliveryWorker
 from tucano.payment_links import service as payment_links
@@ -60,6 +61,9 @@ def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
     async def fold_totals(session: AsyncSession) -> int:
         return await payment_link_totals.fold_day_changes(session)
 
+    async def fold_result_counts(session: AsyncSession) -> int:
+        return await result_counts.fold(session)
+
     every = settings.maintenance_interval_seconds
     jobs = [
         PeriodicJob("deactivate_failing_webhooks", every, deactivate_failing),
@@ -67,6 +71,10 @@ def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
         PeriodicJob("prune_idempotency_keys", every, prune_keys),
         # Often: readers add up the changes not folded yet, so fewer is cheaper for them.
         PeriodicJob("fold_payment_link_totals", min(every, 2.0), fold_totals, logs_its_work=False),
+        # Each recorded batch appends a few count rows; folded, a list adds up fewer.
+        PeriodicJob(
+            "fold_delivery_result_counts", min(every, 5.0), fold_result_counts, logs_its_work=False
+        ),
     ]
     if settings.is_sandbox:
         # Checked often enough that a payment is at most a fraction of its delay late.

@@ -49,6 +49,14 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
+# SQLite keeps a timestamp as text, and compares it as text. SQLAlchemy's statements write it as
+# "YYYY-MM-DD HH:MM:SS.ffffff"; the hot paths that hand naive UTC datetimes to the driver
+# themselves (the outbox, claims, results) got Python's default adapter, which drops ".000000"
+# at a whole second, and such a row then sorted before the same instant written by a statement.
+# One format for both (and Python 3.12 deprecates the default adapter anyway).
+sqlite3.register_adapter(datetime, lambda moment: moment.strftime("%Y-%m-%d %H:%M:%S.%f"))
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """A timestamp that always comes back timezone-aware in UTC, on SQLite as on PostgreSQL."""
 

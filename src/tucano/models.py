@@ -2,7 +2,7 @@
 
 from tucano.auth.models import ApiClient, InstanceSecret
 from tucano.db import Base
-from tucano.deliveries.models import Delivery, DeliveryResult, Event
+from tucano.deliveries.models import Delivery, DeliveryResult, DeliveryResultCount, Event
 from tucano.payment_links.models import (
     IdempotencyKey,
     LinkDayChange,
@@ -18,6 +18,7 @@ __all__ = [
     "ApiClient",
     "Delivery",
     "DeliveryResult",
+    "DeliveryResultCount",
     "Event",
     "IdempotencyKey",
     "InstanceSecret",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, text
+from sqlalchemy import BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from tucano.db import NEVER_REUSED_IDS, Base, BigIntPK, UTCDateTime
@@ -112,3 +112,30 @@ class DeliveryResult(Base):
     duration_ms: Mapped[int] = mapped_column(Integer)
     attempted_at: Mapped[datetime] = mapped_column(UTCDateTime)
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class DeliveryResultCount(Base):
+    """How many results a customer has in one hour, per webhook, event type and status: what
+    the results list adds up instead of counting its rows (see deliveries/result_counts.py).
+    Appended as results are recorded and pruned, and folded into one row per key."""
+
+    __tablename__ = "delivery_result_counts"
+    __table_args__ = (
+        Index("ix_delivery_result_counts_customer_hour", "customer_id", "hour"),
+        Index(
+            "ix_delivery_result_counts_unfolded",
+            "id",
+            postgresql_where=text("NOT folded"),
+            sqlite_where=text("folded = 0"),  # as SQLAlchemy writes `not folded` there
+        ),
+        NEVER_REUSED_IDS,
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
+    customer_id: Mapped[int] = mapped_column(BigInteger)
+    hour: Mapped[int] = mapped_column(BigInteger)  # hours since 1970-01-01T00:00Z
+    webhook_id: Mapped[int] = mapped_column(BigInteger)
+    event_type: Mapped[str] = mapped_column(String(40))
+    status: Mapped[str] = mapped_column(String(16))
+    result_count: Mapped[int] = mapped_column(BigInteger)
+    folded: Mapped[bool] = mapped_column(Boolean)

@@ -22,13 +22,14 @@ from typing import Any, NamedTuple, cast
 import orjson
 import structlog
 from pydantic import BaseModel
-from sqlalchemy import Table, bindparam, delete, func, select, text, update
+from sqlalchemy import Table, bindparam, delete, insert, select, text, update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano import wire
 from tucano.clock import clock
 from tucano.db import Database, call_after_commit, immediate_transaction, insert_many, run_on_sqlite
+from tucano.deliveries import result_counts
 from tucano.deliveries.models import (
     FIRST_ATTEMPT_QUEUE,
     RETRY_QUEUE,
@@ -628,6 +629,8 @@ WITH outcome AS MATERIALIZED (
       LEFT JOIN LATERAL (
         SELECT true AS queued FROM deliveries WHERE id = o.delivery_id LIMIT 1
       ) AS q ON o.status = 'PENDING_RETRY'
+    RETURNING customer_id, webhook_id, event_type, status, attempted_at
+), counted AS ({result_counts.COUNT_RECORDED_ON_POSTGRES}
 ), finished AS (
     DELETE FROM deliveries
      WHERE id = ANY(ARRAY(SELECT id FROM held WHERE next_attempt_at IS NULL))
@@ -668,6 +671,11 @@ _INSERT_RESULT_ON_SQLITE = (
     f"INSERT INTO delivery_results ({_RESULT_COLUMNS}) "  # noqa: S608 - our own column names
     f"VALUES ({', '.join('?' for _ in _RESULT_NAMES)})"
 )
+_COUNT_NAMES = (*result_counts.KEY, "result_count", "folded")
+_INSERT_COUNT_ON_SQLITE = (
+    f"INSERT INTO delivery_result_counts ({', '.join(_COUNT_NAMES)}) "  # noqa: S608 - ours
+    f"VALUES ({', '.join('?' for _ in _COUNT_NAMES)})"
+)
 _QUEUED_ON_SQLITE = "SELECT id FROM deliveries WHERE id IN (SELECT value FROM json_each(?))"
 _FINISH_ON_SQLITE = "DELETE FROM deliveries WHERE id = ? AND claim_token = ?"
 _RETRY_ON_SQLITE = """
@@ -698,6 +706,8 @@ async def _record_on_sqlite(
         _AT["attempted_at"],
         _AT["next_attempt_at"],
     )
+    customer, webhook, event_type = _AT["customer_id"], _AT["webhook_id"], _AT["event_type"]
+    attempted_at = [row[attempted] for row in rows]
     ids = orjson.dumps([row[delivery_id] for row in rows]).decode()
     results = []
     finished = []
@@ -728,6 +738,16 @@ async def _record_on_sqlite(
             connection.executemany(
                 _INSERT_RESULT_ON_SQLITE,
                 [tuple(result[i] for i in _RESULT_POSITIONS) for result in results],
+            )
+            connection.executemany(
+                _INSERT_COUNT_ON_SQLITE,
+                [
+                    tuple(count[name] for name in _COUNT_NAMES)
+                    for count in result_counts.count_rows(
+                        (row[customer], row[webhook], row[event_type], result[status], moment)
+                        for row, result, moment in zip(rows, results, attempted_at, strict=True)
+                    )
+                ],
             )
             if finished:
                 connection.executemany(_FINISH_ON_SQLITE, finished)
@@ -802,21 +822,32 @@ class ResultFilters:
 async def list_results(
     session: AsyncSession, *, customer_id: int, filters: ResultFilters, page: PageRequest
 ) -> tuple[Sequence[DeliveryResult], int]:
-    condition = [DeliveryResult.customer_id == customer_id]
+    matched = []  # the filters but the date range, on results and on the hour counts alike
+    counts = result_counts.COUNTS.c
+    on_counts = []
     if filters.event_type is not None:
-        condition.append(DeliveryResult.event_type == filters.event_type.value)
+        matched.append(DeliveryResult.event_type == filters.event_type.value)
+        on_counts.append(counts.event_type == filters.event_type.value)
     if filters.webhook_id is not None:
-        condition.append(DeliveryResult.webhook_id == filters.webhook_id)
+        matched.append(DeliveryResult.webhook_id == filters.webhook_id)
+        on_counts.append(counts.webhook_id == filters.webhook_id)
     if filters.status is not None:
-        condition.append(DeliveryResult.status == filters.status)
+        matched.append(DeliveryResult.status == filters.status)
+        on_counts.append(counts.status == filters.status)
+    # (PostgreSQL's sum of bigints is a numeric: a Decimal here.)
+    total = int(
+        await session.scalar(
+            result_counts.total_matching(
+                customer_id, matched, on_counts, start=filters.start, end=filters.end
+            )
+        )
+        or 0
+    )
+    condition = [DeliveryResult.customer_id == customer_id, *matched]
     if filters.start is not None:
         condition.append(DeliveryResult.attempted_at >= filters.start)
     if filters.end is not None:
         condition.append(DeliveryResult.attempted_at <= filters.end)
-    total = (
-        await session.scalar(select(func.count()).select_from(DeliveryResult).where(*condition))
-        or 0
-    )
     if page.offset >= total:
         return [], total
     rows = await session.scalars(
@@ -840,9 +871,32 @@ async def prune_history(
         .limit(batch_size)
         .scalar_subquery()
     )
-    removed = (
-        await session.execute(delete(DeliveryResult).where(DeliveryResult.id.in_(old_results)))
-    ).rowcount or 0  # type: ignore[attr-defined]
+    gone = (
+        await session.execute(
+            delete(DeliveryResult)
+            .where(DeliveryResult.id.in_(old_results))
+            .returning(
+                DeliveryResult.customer_id,
+                DeliveryResult.webhook_id,
+                DeliveryResult.event_type,
+                DeliveryResult.status,
+                DeliveryResult.attempted_at,
+            )
+        )
+    ).all()
+    if gone:
+        # The hour counts lose them too (see result_counts).
+        await session.execute(
+            insert(result_counts.COUNTS),
+            result_counts.count_rows(
+                (
+                    (row.customer_id, row.webhook_id, row.event_type, row.status, row.attempted_at)
+                    for row in gone
+                ),
+                sign=-1,
+            ),
+        )
+    removed = len(gone)
     unfinished = select(Delivery.id).where(Delivery.event_id == Event.id)
     old_events = (
         select(Event.id)

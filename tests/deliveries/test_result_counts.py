@@ -1,0 +1,183 @@
+"""The results list's totals, added up from hour counts: exact for every filter and date range,
+before and after folding and pruning. Both databases."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import secrets
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import func, select
+
+from tucano.db import Database
+from tucano.deliveries import result_counts, service
+from tucano.deliveries.models import DeliveryResult, DeliveryResultCount
+from tucano.deliveries.service import ClaimedDelivery, Outcome, ResultFilters
+from tucano.pagination import PageRequest
+from tucano.webhooks.events import EventType
+
+START = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
+TYPES = [EventType.PIX_OUTBOUND, EventType.CARD_CHARGEBACK]
+STATUSES = ["SUCCESS", "EXHAUSTED", "FAILED"]
+_ids = itertools.count(10_000_000)
+
+
+def test_an_hour_is_counted_from_the_epoch() -> None:
+    assert result_counts.hour_of(datetime(1970, 1, 1, 0, 59, 59, 999999, tzinfo=UTC)) == 0
+    assert result_counts.hour_of(datetime(1970, 1, 1, 1, tzinfo=UTC)) == 1
+    assert result_counts.hour_of(START) == int(START.timestamp()) // 3600 == 498_202
+    rows = result_counts.count_rows(
+        [(1, 2, "PIX_OUTBOUND", "SUCCESS", START)] * 2 + [(1, 2, "PIX_OUTBOUND", "FAILED", START)],
+        sign=-1,
+    )
+    assert sorted(r["result_count"] for r in rows) == [-2, -1]
+
+
+def outcome(
+    customer_id: int, webhook_id: int, event_type: str, status: str, at: datetime
+) -> Outcome:
+    claimed = ClaimedDelivery(
+        delivery_id=next(_ids),
+        claim_token="t",
+        event_id="evt_" + secrets.token_hex(8),
+        event_type=event_type,
+        customer_id=customer_id,
+        webhook_id=webhook_id,
+        attempt=1,
+        payload=b"{}",
+        target=None,
+        lease_until=at,
+    )
+    return Outcome(claimed, status, "https://example.com/h", 200, "ok", None, 5, at, None)
+
+
+async def exact_count(database: Database, customer_id: int, filters: ResultFilters) -> int:
+    conditions = [DeliveryResult.customer_id == customer_id]
+    if filters.event_type is not None:
+        conditions.append(DeliveryResult.event_type == filters.event_type.value)
+    if filters.webhook_id is not None:
+        conditions.append(DeliveryResult.webhook_id == filters.webhook_id)
+    if filters.status is not None:
+        conditions.append(DeliveryResult.status == filters.status)
+    if filters.start is not None:
+        conditions.append(DeliveryResult.attempted_at >= filters.start)
+    if filters.end is not None:
+        conditions.append(DeliveryResult.attempted_at <= filters.end)
+    async with database.session() as session:
+        return int(
+            await session.scalar(
+                select(func.count()).select_from(DeliveryResult).where(*conditions)
+            )
+            or 0
+        )
+
+
+def some_filters(rng: random.Random) -> list[ResultFilters]:
+    """Ranges on hour boundaries, a microsecond either side, inside one hour, open-ended."""
+    moments = [
+        START + timedelta(hours=h, microseconds=d) for h in range(-1, 8) for d in (-1, 0, 1)
+    ] + [START + timedelta(seconds=rng.uniform(0, 7 * 3600)) for _ in range(8)]
+    chosen = []
+    for _ in range(60):
+        start, end = sorted(rng.sample(moments, 2))
+        chosen.append(
+            ResultFilters(
+                event_type=rng.choice([None, *TYPES]),
+                webhook_id=rng.choice([None, 1, 2]),
+                status=rng.choice([None, *STATUSES]),
+                start=rng.choice([None, start]),
+                end=rng.choice([None, end]),
+            )
+        )
+    chosen += [ResultFilters(start=START, end=START + timedelta(minutes=20)), ResultFilters()]
+    return chosen
+
+
+async def assert_totals_exact(
+    database: Database, customer_id: int, filters: list[ResultFilters]
+) -> None:
+    for one in filters:
+        async with database.session() as session:
+            _, total = await service.list_results(
+                session, customer_id=customer_id, filters=one, page=PageRequest(0, 20)
+            )
+        assert total == await exact_count(database, customer_id, one), one
+
+
+async def count_rows(database: Database, customer_id: int) -> int:
+    async with database.session() as session:
+        return int(
+            await session.scalar(
+                select(func.count())
+                .select_from(DeliveryResultCount)
+                .where(DeliveryResultCount.customer_id == customer_id)
+            )
+            or 0
+        )
+
+
+async def test_totals_add_up_exactly_before_and_after_folding_and_pruning(
+    database: Database,
+) -> None:
+    rng = random.Random(7)
+    customer_id = rng.randrange(10**9, 10**10)
+    other_customer = customer_id + 1
+    moments = [START + timedelta(seconds=rng.uniform(0, 7 * 3600)) for _ in range(300)]
+    moments += [START + timedelta(hours=h, microseconds=d) for h in range(7) for d in (-1, 0, 1)]
+    outcomes = [
+        outcome(customer_id, rng.choice([1, 2]), rng.choice(TYPES).value, rng.choice(STATUSES), m)
+        for m in moments
+    ]
+    outcomes.append(outcome(other_customer, 1, TYPES[0].value, "SUCCESS", START))
+    for first in range(0, len(outcomes), 37):
+        await service.record_outcomes(database, outcomes[first : first + 37])
+    filters = some_filters(rng)
+
+    await assert_totals_exact(database, customer_id, filters)
+    appended = await count_rows(database, customer_id)
+    async with database.session() as session:
+        while await result_counts.fold(session):
+            pass
+        await session.commit()
+    assert await count_rows(database, customer_id) < appended  # one row per key now
+    await assert_totals_exact(database, customer_id, filters)
+
+    # Pruning takes the first three and a half hours away, from the counts too.
+    async with database.session() as session:
+        while await service.prune_history(
+            session, older_than=START + timedelta(hours=3, minutes=30), batch_size=50
+        ):
+            pass
+        await session.commit()
+    await assert_totals_exact(database, customer_id, filters)
+    async with database.session() as session:
+        while await result_counts.fold(session):
+            pass
+        await session.commit()
+    await assert_totals_exact(database, customer_id, filters)
+
+    # The other customer's result counts for it alone (then it is pruned with the rest).
+    assert await exact_count(database, other_customer, ResultFilters()) == 0
+
+
+async def test_a_result_at_a_whole_second_is_inside_a_range_that_starts_or_ends_there(
+    database: Database,
+) -> None:
+    """SQLite compares timestamps as text: the worker's own writes and the list's filters must
+    write a whole second alike (".000000" included)."""
+    customer_id = random.randrange(10**9, 10**10)
+    at = START + timedelta(days=3, hours=5)
+    await service.record_outcomes(
+        database, [outcome(customer_id, 1, "PIX_OUTBOUND", "SUCCESS", at)]
+    )
+    for filters in (
+        ResultFilters(start=at),
+        ResultFilters(end=at),
+        ResultFilters(start=at, end=at),
+    ):
+        async with database.session() as session:
+            rows, total = await service.list_results(
+                session, customer_id=customer_id, filters=filters, page=PageRequest(0, 20)
+            )
+        assert total == len(rows) == 1, filters
