@@ -254,3 +254,27 @@ async def test_results_recorded_before_the_upgrade_are_counted(tmp_root: Path) -
     ]
     _, drift = await tables_and_drift(url)
     assert drift == []
+
+
+async def test_sqlite_timestamps_at_a_whole_second_get_their_fraction(tmp_root: Path) -> None:
+    """0010: the one text format for every timestamp, whole seconds included."""
+    url = await fresh_database_url("sqlite", tmp_root)
+    await asyncio.to_thread(upgrade, url, "0009_delivery_result_counts")
+    database = sqlite3.connect(_sqlite_file(url))
+    with database:
+        for n, at in enumerate(["2026-11-01 11:00:00", "2026-11-01 11:00:00.250000"]):
+            database.execute(
+                "INSERT INTO delivery_results (delivery_id, customer_id, webhook_id, event_id,"
+                " event_type, target_url, attempt, status, duration_ms, attempted_at)"
+                " VALUES (?, 7, 1, 'evt_x', 'PIX_OUTBOUND', 'https://example.com/h', 1,"
+                " 'SUCCESS', 5, ?)",
+                (n, at),
+            )
+    database.close()
+
+    await asyncio.to_thread(upgrade, url)
+
+    database = sqlite3.connect(_sqlite_file(url))
+    stored = database.execute("SELECT attempted_at FROM delivery_results ORDER BY id").fetchall()
+    database.close()
+    assert stored == [("2026-11-01 11:00:00.000000",), ("2026-11-01 11:00:00.250000",)]
