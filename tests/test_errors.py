@@ -237,3 +237,23 @@ async def test_405_names_head_beside_get(merchant: Merchant) -> None:
     response = await merchant.post("/webhook/v1/list", json={})
     assert_error_body(response, 405, ErrorCode.METHOD_NOT_ALLOWED)
     assert response.headers["allow"] == "GET, HEAD"
+
+
+async def test_a_single_valued_query_parameter_given_twice_is_400(
+    merchant: Merchant, service: RunningService
+) -> None:
+    response = await merchant.get(
+        "/webhook/v1/list?eventType=PIX_OUTBOUND&eventType=CARD_CHARGEBACK"
+    )
+    error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+    assert error["errors"] == ["query parameter eventType must be given at most once"]
+    # Once the caller is known: without a token it is still a 401.
+    anonymous = await service.http.get("/webhook/v1/list?page=0&page=1")
+    assert_error_body(anonymous, 401, ErrorCode.UNAUTHENTICATED)
+    # `sort` is a list: repeated on purpose.
+    listed = await merchant.get(
+        "/payment-link/v1/link-payment?startDate=2026-01-01&endDate=2026-01-31"
+        "&sort=amount,desc&sort=payerName,asc",
+        headers={"x-transaction-id": str(uuid.uuid4())},
+    )
+    assert listed.status_code == 200, listed.text

@@ -45,6 +45,22 @@ async def require_json_content(request: Request) -> None:
 
 JsonContent = Annotated[None, Depends(require_json_content)]
 
+# Query parameters an operation takes a list of; every other one is taken once.
+REPEATABLE_QUERY_PARAMETERS = frozenset({"sort"})
+
+
+def refuse_repeated_query_parameters(request: Request) -> None:
+    """400 when a single-valued query parameter is given twice (`status=PAID&status=CREATED`):
+    the framework would silently keep the last, and the caller, who may mean "either", would
+    never know."""
+    if b"&" not in request.scope.get("query_string", b""):
+        return
+    seen: set[str] = set()
+    for name, _ in request.query_params.multi_items():
+        if name in seen and name not in REPEATABLE_QUERY_PARAMETERS:
+            raise BadRequest(f"query parameter {name[:100]} must be given at most once")
+        seen.add(name)
+
 
 # Dependencies here are `async def` on purpose: FastAPI runs a plain `def` dependency in a
 # thread pool, which costs more than the work it does.

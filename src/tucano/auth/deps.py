@@ -10,6 +10,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from tucano.auth.tokens import InvalidToken, Principal, Scope, decode_access_token
 from tucano.clock import clock
 from tucano.errors import Forbidden, Unauthenticated
+from tucano.http import refuse_repeated_query_parameters
 
 bearer_scheme = HTTPBearer(
     auto_error=False,
@@ -61,6 +62,8 @@ class RequireScope:
         principal = current_principal(request)
         if self.scope.value not in principal.scopes:
             raise Forbidden(f"this operation needs the scope {self.scope.value}")
+        # Here rather than in a dependency of its own (see above), once the caller is known.
+        refuse_repeated_query_parameters(request)
         return principal
 
 
