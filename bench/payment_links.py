@@ -23,17 +23,13 @@ import json
 import os
 import random
 import statistics
-import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import aiohttp
-from tests.databases import create_scratch_database, drop_scratch_database
-from tests.processes import clean_env, run_tucano, start_serve
 
+from bench.served import postgres_url, served
 from tucano.db import Database, connect_asyncpg
 from tucano.payment_links import totals
 
@@ -159,49 +155,19 @@ async def main() -> None:
     parser.add_argument("--sizes", default="100000,1000000", help="link counts for list/report")
     parser.add_argument("--samples", type=int, default=50, help="timed list/report requests")
     args = parser.parse_args()
-    pg_url = os.environ.get("TUCANO_BENCH_DATABASE_URL") or os.environ.get(
-        "TUCANO_TEST_DATABASE_URL"
-    )
-    if not pg_url:
-        sys.exit("set TUCANO_BENCH_DATABASE_URL to a PostgreSQL database (e.g. .../test)")
-
-    database_url = await create_scratch_database(pg_url, prefix="tucano_bench")
-    workdir = Path(tempfile.mkdtemp())
-    env = clean_env(
-        TUCANO_DATABASE_URL=database_url,
-        TUCANO_ENVIRONMENT="production",
-        TUCANO_SECRET_KEY="bench-" + "k" * 40,
-        TUCANO_LOG_LEVEL="WARNING",
-    )
-    server = await asyncio.to_thread(start_serve, workdir, env, "--no-worker")
     rows: list[tuple[str, str, str, str]] = []
-    try:
-        client = json.loads(
-            run_tucano(
-                "clients", "create", "--customer-id", str(CUSTOMER_ID), cwd=workdir, env=env
-            ).stdout
-        )
-        form = {
-            "grant_type": "client_credentials",
-            "client_id": client["clientId"],
-            "client_secret": client["clientSecret"],
-        }
-        async with (
-            aiohttp.ClientSession() as http,
-            http.post(server.base_url + "/oauth/v1/token", data=form) as response,
-        ):
-            token = (await response.json())["access_token"]
-        auth = {"Authorization": f"Bearer {token}", "content-type": "application/json"}
+    async with served(postgres_url(), CUSTOMER_ID) as service:
+        auth = {"Authorization": f"Bearer {service.token}", "content-type": "application/json"}
         created: list[str] = []
 
         async def bare(http: aiohttp.ClientSession) -> None:
-            async with http.get(server.base_url + "/health/live") as response:
+            async with http.get(service.base_url + "/health/live") as response:
                 await response.read()
 
         async def create(http: aiohttp.ClientSession) -> None:
             headers = {**auth, "x-transaction-id": str(uuid.uuid4())}
             async with http.post(
-                server.base_url + "/payment-link/v1", data=link_body(), headers=headers
+                service.base_url + "/payment-link/v1", data=link_body(), headers=headers
             ) as response:
                 body = await response.json()
                 created.append(body["linkPaymentUuid"])
@@ -210,7 +176,7 @@ async def main() -> None:
             headers = {**auth, "x-transaction-id": str(uuid.uuid4())}
             link = random.choice(created)
             async with http.get(
-                f"{server.base_url}/payment-link/v1/{link}", headers=headers
+                f"{service.base_url}/payment-link/v1/{link}", headers=headers
             ) as response:
                 await response.read()
 
@@ -229,7 +195,7 @@ async def main() -> None:
 
         loaded = 0
         for size in (int(s) for s in args.sizes.split(",")):
-            await load_links(database_url, size - loaded, loaded + 1)
+            await load_links(service.database_url, size - loaded, loaded + 1)
             loaded = size
             for label, path, params in (
                 (
@@ -258,7 +224,9 @@ async def main() -> None:
                     {"startDate": "2026-06-01", "endDate": "2026-06-30"},
                 ),
             ):
-                latencies = await time_requests(server.base_url, token, path, params, args.samples)
+                latencies = await time_requests(
+                    service.base_url, service.token, path, params, args.samples
+                )
                 rows.append(
                     (
                         f"{label} ({size:,} links)",
@@ -267,9 +235,6 @@ async def main() -> None:
                         latency_text(latencies),
                     )
                 )
-    finally:
-        server.stop()
-        await drop_scratch_database(pg_url, database_url)
 
     print(f"\nPayment links on PostgreSQL ({os.cpu_count()} CPUs, {args.concurrency} in flight)\n")
     print(f"{'scenario':<48} {'throughput':>11} {'of bare':>8}  latency")
