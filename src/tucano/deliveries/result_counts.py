@@ -123,7 +123,7 @@ def total_matching(
             .scalar_subquery()
         )
 
-    if start is not None and end is not None and first_full >= end_full:  # type: ignore[operator]
+    if start and end and first_full is not None and end_full is not None and first_full >= end_full:
         # No whole hour inside: the rows themselves, at most two hours of them.
         return select(results_between(start, end, high_included=True))
     hours = [COUNTS.c.customer_id == customer_id, *count_conditions]
