@@ -216,6 +216,23 @@ async def test_a_previous_secret_in_its_grace_is_carried_over(tmp_root: Path) ->
     assert drift == []
 
 
+def _insert_result(
+    database: sqlite3.Connection,
+    delivery_id: int,
+    attempted_at: str,
+    *,
+    webhook_id: int = 1,
+    status: str = "SUCCESS",
+) -> None:
+    """A result of customer 7, written as the SQLite text it is stored as."""
+    database.execute(
+        "INSERT INTO delivery_results (delivery_id, customer_id, webhook_id, event_id,"
+        " event_type, target_url, attempt, status, duration_ms, attempted_at)"
+        " VALUES (?, 7, ?, 'evt_x', 'PIX_OUTBOUND', 'https://example.com/h', 1, ?, 5, ?)",
+        (delivery_id, webhook_id, status, attempted_at),
+    )
+
+
 async def test_results_recorded_before_the_upgrade_are_counted(tmp_root: Path) -> None:
     """0009: the hour counts start from the results already there."""
     url = await fresh_database_url("sqlite", tmp_root)
@@ -230,12 +247,7 @@ async def test_results_recorded_before_the_upgrade_are_counted(tmp_root: Path) -
                 (2, "SUCCESS", "2026-11-01 11:00:00"),  # as the old default adapter wrote it
             ]
         ):
-            database.execute(
-                "INSERT INTO delivery_results (delivery_id, customer_id, webhook_id, event_id,"
-                " event_type, target_url, attempt, status, duration_ms, attempted_at)"
-                " VALUES (?, 7, ?, 'evt_x', 'PIX_OUTBOUND', 'https://example.com/h', 1, ?, 5, ?)",
-                (n, webhook_id, status, at),
-            )
+            _insert_result(database, n, at, webhook_id=webhook_id, status=status)
     database.close()
 
     await asyncio.to_thread(upgrade, url)
@@ -263,13 +275,7 @@ async def test_sqlite_timestamps_at_a_whole_second_get_their_fraction(tmp_root: 
     database = sqlite3.connect(_sqlite_file(url))
     with database:
         for n, at in enumerate(["2026-11-01 11:00:00", "2026-11-01 11:00:00.250000"]):
-            database.execute(
-                "INSERT INTO delivery_results (delivery_id, customer_id, webhook_id, event_id,"
-                " event_type, target_url, attempt, status, duration_ms, attempted_at)"
-                " VALUES (?, 7, 1, 'evt_x', 'PIX_OUTBOUND', 'https://example.com/h', 1,"
-                " 'SUCCESS', 5, ?)",
-                (n, at),
-            )
+            _insert_result(database, n, at)
     database.close()
 
     await asyncio.to_thread(upgrade, url)

@@ -119,6 +119,9 @@ class _Dispatcher:
         self.running = 0  # handed out, not yet done
         self._turns: deque[_Target] = deque()  # targets with waiting work and a free slot
         self.slow: set[_Target] = set()
+        # What slow targets hold, kept as it changes: the worker asks after every delivery, and
+        # adding it up would cost a pass over every slow target each time.
+        self._held_for_slow = 0
         self._idle: deque[asyncio.Future[None]] = deque()
         self._closed = False
 
@@ -126,11 +129,19 @@ class _Dispatcher:
         return target.running + len(target.waiting)
 
     def held_for_slow_targets(self) -> int:
-        return sum(self.held(target) for target in self.slow)
+        return self._held_for_slow
 
     def mark_slow(self, target: _Target) -> None:
-        target.slow = True
-        self.slow.add(target)
+        if not target.slow:
+            target.slow = True
+            self.slow.add(target)
+            self._held_for_slow += self.held(target)
+
+    def _unmark_slow(self, target: _Target) -> None:
+        if target.slow:
+            target.slow = False
+            self.slow.discard(target)
+            self._held_for_slow -= self.held(target)
 
     def add(self, delivery: ClaimedDelivery, url: str) -> _Target:
         key = _target_key(url)
@@ -140,6 +151,8 @@ class _Dispatcher:
         target.webhook_ids.add(delivery.webhook_id)
         target.waiting.append(delivery)
         self.waiting += 1
+        if target.slow:
+            self._held_for_slow += 1
         self._offer(target)
         return target
 
@@ -178,9 +191,10 @@ class _Dispatcher:
         slow mark (a slow host is slow no more)."""
         target.running -= 1
         self.running -= 1
-        if quick and target.slow:
-            target.slow = False
-            self.slow.discard(target)
+        if target.slow:
+            self._held_for_slow -= 1
+            if quick:
+                self._unmark_slow(target)
         if target.running == 0 and not target.waiting:
             self._forget(target)
         else:
@@ -188,7 +202,7 @@ class _Dispatcher:
 
     def _forget(self, target: _Target) -> None:
         del self.targets[target.key]
-        self.slow.discard(target)
+        self._unmark_slow(target)
 
     def take_webhook(self, webhook_id: int) -> list[ClaimedDelivery]:
         """The deliveries of one webhook not handed out yet, taken out of the dispatcher."""
@@ -198,6 +212,8 @@ class _Dispatcher:
                 continue
             kept = deque(d for d in target.waiting if d.webhook_id != webhook_id)
             taken += [d for d in target.waiting if d.webhook_id == webhook_id]
+            if target.slow:
+                self._held_for_slow -= len(target.waiting) - len(kept)
             target.waiting = kept
             if target.running == 0 and not target.waiting:
                 self._forget(target)
@@ -208,6 +224,8 @@ class _Dispatcher:
         """Everything not handed out yet (to give back on shutdown)."""
         taken = [d for t in self.targets.values() for d in t.waiting]
         for target in list(self.targets.values()):
+            if target.slow:
+                self._held_for_slow -= len(target.waiting)
             target.waiting.clear()
             if target.running == 0:
                 self._forget(target)
@@ -456,10 +474,10 @@ class DeliveryWorker:
                 # Claim again when room is made and there may be more due: the last claim was
                 # full, or it left out this target, which has now fallen below the mark.
                 # (Otherwise new deliveries announce themselves, and retries are polled for.)
-                if self._room() >= self._claim_batch and (
+                if (
                     self._more_due
                     or (target.key in self._left_out and dispatcher.held(target) < self._saturated)
-                ):
+                ) and self._room() >= self._claim_batch:
                     self._attention.set()
             if slot.replaced:  # another sender has taken this one's place
                 self._slow_now -= 1
