@@ -113,8 +113,6 @@ async def test_wrong_basic_credentials_are_401(service: RunningService) -> None:
         ({}, "invalid_request"),
         ({"grant_type": "password", "username": "a", "password": "b"}, "unsupported_grant_type"),
         ({"grant_type": "authorization_code", "code": "x"}, "unsupported_grant_type"),
-        ({"grant_type": "client_credentials"}, "invalid_request"),
-        ({"grant_type": "client_credentials", "client_id": "tci_x"}, "invalid_request"),
     ],
 )
 async def test_bad_requests_get_rfc6749_errors(
@@ -125,6 +123,25 @@ async def test_bad_requests_get_rfc6749_errors(
     body = response.json()
     assert body["error"] == error
     assert body["error_description"]
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"grant_type": "client_credentials"},
+        {"grant_type": "client_credentials", "client_id": "tci_x"},
+        {"grant_type": "client_credentials", "client_secret": "tcs_x"},
+        {"grant_type": "client_credentials", "client_id": "", "client_secret": ""},
+    ],
+)
+async def test_no_client_authentication_is_invalid_client(
+    service: RunningService, form: dict[str, str]
+) -> None:
+    # RFC 6749 5.2: "no client authentication included" is invalid_client, a 401.
+    response = await service.http.post(TOKEN, data=form)
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_client"
+    assert response.headers["WWW-Authenticate"].startswith("Basic")
 
 
 async def test_a_json_body_is_invalid_request(service: RunningService) -> None:

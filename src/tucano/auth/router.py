@@ -57,7 +57,10 @@ def _basic_credentials(header: str) -> tuple[str, str] | None:
     response_model=TokenResponse,
     responses={
         400: {"model": OAuthError, "description": "Bad request (RFC 6749 5.2)."},
-        401: {"model": OAuthError, "description": "Unknown client or wrong secret."},
+        401: {
+            "model": OAuthError,
+            "description": "No client authentication, an unknown client or a wrong secret.",
+        },
         413: {"model": OAuthError, "description": "Body larger than 1 MiB."},
     },
     openapi_extra={"requestBody": TOKEN_REQUEST_BODY},
@@ -100,7 +103,10 @@ async def issue_token(request: Request, session: ReadSessionDep) -> Response:
         )
     client_id, client_secret = basic or (form.get("client_id", ""), form.get("client_secret", ""))
     if not client_id or not client_secret:
-        return _oauth_error("invalid_request", "client_id and client_secret are required")
+        # RFC 6749 5.2 names "no client authentication included" as invalid_client.
+        return _oauth_error(
+            "invalid_client", "client authentication is required: client_id and client_secret"
+        )
 
     client = await authenticate_client(session, client_id=client_id, client_secret=client_secret)
     if client is None:
