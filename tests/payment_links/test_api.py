@@ -470,6 +470,27 @@ async def test_list_sorts(merchant: Merchant) -> None:
     assert await names("status,asc", "payerName,desc") == ["Carla", "Bruno", "Ana"]
 
 
+async def test_status_sorts_by_its_code(merchant: Merchant, database: Database) -> None:
+    # By code (1 CREATED, 2 PAID, 3 EXPIRED), not alphabetically (CREATED, EXPIRED, PAID).
+    with clock.freeze(clock.now() - timedelta(days=30)):
+        await create(merchant, payerName="Expired", expirationDays=1)
+    paid = await create(merchant, payerName="Paid")
+    await create(merchant, payerName="Created")
+    async with database.session() as session:
+        link, _ = await links_service.get_link(
+            session, customer_id=merchant.customer_id, link_uuid=uuid.UUID(paid["linkPaymentUuid"])
+        )
+        await links_service.pay_link(session, link=link, method=2)
+        await session.commit()
+
+    async def codes(direction: str) -> list[tuple[int, str]]:
+        page = await listing(merchant, sort=f"status,{direction}")
+        return [(link["status"]["code"], link["payerName"]) for link in page["content"]]
+
+    assert await codes("asc") == [(1, "Created"), (2, "Paid"), (3, "Expired")]
+    assert await codes("desc") == [(3, "Expired"), (2, "Paid"), (1, "Created")]
+
+
 async def test_payer_names_sort_by_code_point_whatever_the_database_collation(
     merchant: Merchant, database: Database
 ) -> None:

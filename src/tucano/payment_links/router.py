@@ -145,7 +145,8 @@ async def create_payment_link(
     "/link-payment",
     summary="List payment links (B2)",
     description="Links created in [startDate, endDate], filtered; `sort` is `field,asc|desc` "
-    "(repeatable; fields creationDate, amount, payerName, status; default creationDate,desc).",
+    "(repeatable; fields creationDate, amount, payerName, status (by its code); default "
+    "creationDate,desc).",
     response_model=Page[PaymentLinkOut],
     responses=error_responses(400, 401, 403),
 )

@@ -47,6 +47,7 @@ from tucano.payment_links.schemas import (
     METHOD_CARD,
     METHOD_NAMES,
     METHOD_PIX,
+    STATUS_CODES,
     PaymentLinkCreate,
     PaymentMethod,
     PaymentView,
@@ -362,6 +363,15 @@ def effective_status(now: datetime) -> ColumnElement[str]:
     )
 
 
+def effective_status_code(now: datetime) -> ColumnElement[int]:
+    """The code of the status a reader sees (schemas.STATUS_CODES), in SQL."""
+    return case(
+        (PaymentLink.status == "PAID", STATUS_CODES["PAID"]),
+        (PaymentLink.expires_at <= now, STATUS_CODES["EXPIRED"]),
+        else_=STATUS_CODES["CREATED"],
+    )
+
+
 def matched_links(customer_id: int, filters: LinkFilters, now: datetime) -> Select[tuple[()]]:
     """FROM and WHERE of the links a page or the CSV covers. Payments are joined only when a
     filter is about them (then inner: only paid links have one)."""
@@ -400,7 +410,8 @@ def parse_sort(values: Sequence[str], now: datetime, *, dialect: str) -> list[An
             if dialect == "postgresql"
             else PaymentLink.payer_name
         ),
-        "status": effective_status(now),
+        # By the status code a reader sees (1 CREATED, 2 PAID, 3 EXPIRED), not by its name.
+        "status": effective_status_code(now),
     }
     order: list[Any] = []
     for value in values or ["creationDate,desc"]:
