@@ -164,8 +164,20 @@ async def test_transaction_id_is_generated_when_absent(merchant: Merchant) -> No
     assert uuid.UUID(generated) and generated != second.headers["x-transaction-id"]
 
 
-async def test_an_unusable_transaction_id_is_replaced(merchant: Merchant) -> None:
-    response = await merchant.get("/webhook/v1/list", headers={"x-transaction-id": "a b <script>"})
+@pytest.mark.parametrize("given", ["a b <script>", "{" + "7" * 200 + "}", "order 42/7 #1"])
+async def test_any_printable_transaction_id_is_echoed(merchant: Merchant, given: str) -> None:
+    response = await merchant.get("/webhook/v1/list", headers={"x-transaction-id": given})
+    assert response.status_code == 200
+    assert response.headers["x-transaction-id"] == given
+    error = await merchant.get("/webhook/v1/abc", headers={"x-transaction-id": given})
+    assert assert_error_body(error, 400)["xTransactionId"] == given
+
+
+@pytest.mark.parametrize("given", ["x" * 257, "caf\u00e9", "tab\there"])
+async def test_an_unusable_transaction_id_is_replaced(merchant: Merchant, given: str) -> None:
+    response = await merchant.get(
+        "/webhook/v1/list", headers={"x-transaction-id": given.encode("latin-1")}
+    )
     assert response.status_code == 200
     assert uuid.UUID(response.headers["x-transaction-id"])
 

@@ -22,7 +22,10 @@ from tucano.errors import ErrorCode, error_response
 log = structlog.get_logger("tucano.request")
 
 OAUTH_PREFIX = "/oauth/"
-_SAFE_TRANSACTION_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+# Echoed as sent when it is printable ASCII of reasonable length (the JSON logs escape what
+# needs escaping); control or non-ASCII characters could not be sent back in a header as they
+# came, so such a value is replaced, as is one longer than any id needs to be.
+_SAFE_TRANSACTION_ID = re.compile(r"^[\x20-\x7e]{1,256}$")
 
 
 class _BodyTooLarge(HTTPException):
