@@ -105,9 +105,10 @@ def total_matching(
     start: datetime | None,
     end: datetime | None,
 ) -> Any:
-    """A statement for how many of the customer's results match: `conditions` on the results
-    and the same filters as `count_conditions` on the counts, `start`/`end` (inclusive) on
-    attemptedAt."""
+    """How many of the customer's results match, as one SQL expression: `conditions` on the
+    results and the same filters as `count_conditions` on the counts, `start`/`end` (inclusive)
+    on attemptedAt. Its subqueries never correlate, so it can sit beside a page of the results
+    in one statement."""
     # Hours wholly inside [start, end]: from the first that starts at or after `start` up to,
     # not including, the one holding the microsecond after `end`.
     first_full = None if start is None else -(-(start - EPOCH) // HOUR)
@@ -120,22 +121,26 @@ def total_matching(
             select(func.count())
             .select_from(RESULTS)
             .where(*on_results, RESULTS.c.attempted_at >= low, upper)
+            .correlate(None)
             .scalar_subquery()
         )
 
     if start and end and first_full is not None and end_full is not None and first_full >= end_full:
         # No whole hour inside: the rows themselves, at most two hours of them.
-        return select(results_between(start, end, high_included=True))
+        return results_between(start, end, high_included=True)
     hours = [COUNTS.c.customer_id == customer_id, *count_conditions]
     if first_full is not None:
         hours.append(COUNTS.c.hour >= first_full)
     if end_full is not None:
         hours.append(COUNTS.c.hour < end_full)
     total: Any = (
-        select(func.coalesce(func.sum(COUNTS.c.result_count), 0)).where(*hours).scalar_subquery()
+        select(func.coalesce(func.sum(COUNTS.c.result_count), 0))
+        .where(*hours)
+        .correlate(None)
+        .scalar_subquery()
     )
     if start is not None and first_full is not None:
         total = total + results_between(start, EPOCH + first_full * HOUR, high_included=False)
     if end is not None and end_full is not None:
         total = total + results_between(EPOCH + end_full * HOUR, end, high_included=True)
-    return select(total)
+    return total

@@ -834,30 +834,30 @@ async def list_results(
     if filters.status is not None:
         matched.append(DeliveryResult.status == filters.status)
         on_counts.append(counts.status == filters.status)
-    # (PostgreSQL's sum of bigints is a numeric: a Decimal here.)
-    total = int(
-        await session.scalar(
-            result_counts.total_matching(
-                customer_id, matched, on_counts, start=filters.start, end=filters.end
-            )
-        )
-        or 0
-    )
+    total = result_counts.total_matching(
+        customer_id, matched, on_counts, start=filters.start, end=filters.end
+    ).label("total")
     condition = [DeliveryResult.customer_id == customer_id, *matched]
     if filters.start is not None:
         condition.append(DeliveryResult.attempted_at >= filters.start)
     if filters.end is not None:
         condition.append(DeliveryResult.attempted_at <= filters.end)
-    if page.offset >= total:
-        return [], total
-    rows = await session.scalars(
-        select(DeliveryResult)
-        .where(*condition)
-        .order_by(DeliveryResult.attempted_at.desc(), DeliveryResult.id.desc())
-        .offset(page.offset)
-        .limit(page.size)
-    )
-    return rows.all(), total
+    # The page and the total in one statement: one round trip, and on PostgreSQL one snapshot,
+    # so a result recorded meanwhile cannot make them disagree. (A sum of bigints is a numeric
+    # there: a Decimal here.)
+    rows = (
+        await session.execute(
+            select(DeliveryResult, total)
+            .where(*condition)
+            .order_by(DeliveryResult.attempted_at.desc(), DeliveryResult.id.desc())
+            .offset(page.offset)
+            .limit(page.size)
+        )
+    ).all()
+    if rows:
+        return [row[0] for row in rows], int(rows[0][1])
+    # Past the last page (or nothing matches): the total alone.
+    return [], int(await session.scalar(select(total)) or 0)
 
 
 async def prune_history(
