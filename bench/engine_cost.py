@@ -1,0 +1,235 @@
+"""Benchmark: where a delivery's CPU goes, the HTTP and the engine measured apart.
+
+    .venv/bin/python -m bench.engine_cost                     # SQLite, and PostgreSQL if set
+    TUCANO_BENCH_DATABASE_URL=postgresql+asyncpg://postgres@127.0.0.1:5432/test \\
+        .venv/bin/python -m bench.engine_cost
+
+`bench.deliveries` measures the whole: the worker delivering to local receivers beside a bare
+aiohttp client posting to the same receivers. This one takes the whole apart, CPU time of this
+process per operation (all its threads; so on SQLite the database's own work is included):
+
+- HTTP: a bare aiohttp client and Tucano's `Sender` (the SSRF-checking resolver, timeouts, the
+  1 KiB body cap) each POST the same signed body to the same receivers, 64 in flight.
+- engine: the delivery worker drains a burst already in the outbox (claims, signs, records,
+  retires), with sending replaced by an answer of 200 at once: everything but the HTTP.
+
+If the parts added up, a delivery would cost `engine + Sender`; `bench.deliveries` shows what a
+delivery costs when they run together. The difference is what they cost each other (caches,
+fewer answers per turn of the event loop, the GIL handed between the loop and SQLite's thread).
+Placement as in `bench.deliveries`: this process on the first CPU, the receivers on the last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import ipaddress
+import os
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from unittest import mock
+
+import aiohttp
+from sqlalchemy import func, select
+from tests.databases import drop_scratch_database
+
+from bench.deliveries import (
+    CONCURRENCY,
+    CUSTOMER_ID,
+    Placement,
+    Receivers,
+    fresh_database,
+    payloads,
+    publish,
+)
+from tucano import wire
+from tucano.clock import clock
+from tucano.config import Settings
+from tucano.db import Database
+from tucano.deliveries.models import DeliveryResult
+from tucano.deliveries.sender import Sender, SendResult
+from tucano.deliveries.worker import DeliveryWorker
+from tucano.migrations import upgrade
+from tucano.runtime import tune_garbage_collector
+from tucano.webhooks.events import EventType
+from tucano.webhooks.models import Webhook
+from tucano.webhooks.samples import sample_payload
+from tucano.webhooks.service import new_signing_secret
+from tucano.webhooks.signing import delivery_headers
+
+WEBHOOKS = 4
+Headers = dict[str, str]
+
+
+async def cpu_per_post(
+    post: Callable[[str], Awaitable[object]], urls: list[str], posts: int
+) -> float:
+    """CPU microseconds of this process per POST, `CONCURRENCY` in flight."""
+    queue = [urls[i % len(urls)] for i in range(posts)]
+
+    async def post_all() -> None:
+        while queue:
+            await post(queue.pop())
+
+    started = time.process_time()
+    await asyncio.gather(*(post_all() for _ in range(CONCURRENCY)))
+    return (time.process_time() - started) / posts * 1e6
+
+
+async def bare_client_cost(urls: list[str], posts: int, body: bytes, headers: Headers) -> float:
+    connector = aiohttp.TCPConnector(limit=CONCURRENCY)
+    async with aiohttp.ClientSession(connector=connector) as http:
+
+        async def post(url: str) -> None:
+            async with http.post(url, data=body, headers=headers) as response:
+                await response.read()
+
+        return await cpu_per_post(post, urls, posts)
+
+
+async def sender_cost(urls: list[str], posts: int, body: bytes, headers: Headers) -> float:
+    sender = Sender(
+        allowed_networks=[ipaddress.ip_network("127.0.0.0/8")],
+        allow_http=True,
+        timeout=15,
+        max_connections=CONCURRENCY,
+    )
+    try:
+        post = functools.partial(sender.send, body=body, headers=headers, now=datetime.now(UTC))
+        return await cpu_per_post(post, urls, posts)
+    finally:
+        await sender.close()
+
+
+async def http_costs(receivers: Receivers, posts: int) -> dict[str, float]:
+    body = wire.dumps(sample_payload(EventType.PIX_OUTBOUND))
+    headers = delivery_headers(
+        secrets=[new_signing_secret()],
+        message_id="evt_bench",
+        timestamp=int(time.time()),
+        body=body,
+        event_type="PIX_OUTBOUND",
+        user_agent="bench",
+    )
+    urls = receivers.urls()
+    costs: dict[str, list[float]] = {"bare aiohttp client": [], "Tucano's Sender": []}
+    for _ in range(2):  # alternated, so that neither gets the quieter moment
+        costs["bare aiohttp client"].append(await bare_client_cost(urls, posts, body, headers))
+        costs["Tucano's Sender"].append(await sender_cost(urls, posts, body, headers))
+    return {name: min(values) for name, values in costs.items()}
+
+
+async def engine_cost(url: str, events: int) -> tuple[float, float]:
+    """CPU microseconds per delivery of the worker draining `events` x WEBHOOKS deliveries with
+    every POST answered 200 at once, and the rate it drained them at."""
+    await asyncio.to_thread(upgrade, url)
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        database_url=url,
+        webhook_allowed_networks="127.0.0.0/8",
+        secret_key="bench-" + "k" * 40,
+    )
+    database = Database(url)
+    now = clock.now()
+    async with database.session() as session:
+        for port in range(WEBHOOKS):
+            session.add(
+                Webhook(
+                    customer_id=CUSTOMER_ID,
+                    partner_id=None,
+                    target_url=f"http://127.0.0.1:{9000 + port}/hook",
+                    event_type="PIX_OUTBOUND",
+                    is_active=True,
+                    secret=new_signing_secret(),
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        await session.commit()
+    burst = payloads(events)
+    for start in range(0, events, 100):
+        await publish(database, burst[start : start + 100], {})
+
+    async def answered(*_args: object, **_kwargs: object) -> SendResult:
+        await asyncio.sleep(0)  # a turn of the event loop, as an answer would take
+        return SendResult(200, "ok", None, 1)
+
+    expected = events * WEBHOOKS
+    stop = asyncio.Event()
+    with mock.patch.object(Sender, "send", answered):
+        started, cpu = time.perf_counter(), time.process_time()
+        worker = asyncio.create_task(DeliveryWorker(database, settings).run(stop))
+        while True:
+            await asyncio.sleep(0.05)
+            async with database.session() as session:
+                done = await session.scalar(select(func.count()).select_from(DeliveryResult))
+            if (done or 0) >= expected:
+                break
+        cpu, seconds = time.process_time() - cpu, time.perf_counter() - started
+        stop.set()
+        await worker
+    await database.dispose()
+    return cpu / expected * 1e6, expected / seconds
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=5000, help="events in the engine's burst")
+    parser.add_argument("--posts", type=int, default=20000, help="POSTs per HTTP measurement")
+    parser.add_argument(
+        "--databases", default="sqlite,postgresql", help="comma-separated: sqlite, postgresql"
+    )
+    args = parser.parse_args()
+    pg_url = os.environ.get("TUCANO_BENCH_DATABASE_URL") or os.environ.get(
+        "TUCANO_TEST_DATABASE_URL"
+    )
+    kinds = [
+        k for k in args.databases.split(",") if k == "sqlite" or (k == "postgresql" and pg_url)
+    ]
+    placement = Placement.choose(pin=True)
+    placement.pin(os.getpid(), placement.measured)
+    tune_garbage_collector()  # as `tucano serve` and `tucano worker` do
+
+    receivers = Receivers(WEBHOOKS, placement)
+    try:
+        http = await http_costs(receivers, args.posts)
+    finally:
+        receivers.stop()
+    engine: dict[str, tuple[float, float]] = {}
+    with tempfile.TemporaryDirectory() as workdir:
+        for kind in kinds:
+            url = await fresh_database(kind, pg_url, Path(workdir))
+            try:
+                engine[kind] = await engine_cost(url, args.events)
+            finally:
+                if kind == "postgresql" and pg_url:
+                    await drop_scratch_database(pg_url, url)
+
+    print(
+        f"\nCPU of this process per operation ({os.cpu_count()} CPUs, {placement.describe()}, "
+        f"{CONCURRENCY} in flight); the engine's burst is {args.events} events x {WEBHOOKS} "
+        "webhooks with every POST answered at once\n"
+    )
+    print(f"{'part':<50} {'CPU us':>7} {'per second':>11}")
+    print("-" * 70)
+    for name, cost in http.items():
+        print(f"{'HTTP: ' + name + ' (one POST)':<50} {cost:>7.1f} {'-':>11}")
+    for kind, (cost, rate) in engine.items():
+        label = f"engine without HTTP, {kind} (one delivery)"
+        print(f"{label:<50} {cost:>7.1f} {rate:>11.0f}")
+    if "postgresql" not in kinds:
+        print("\n(PostgreSQL skipped: set TUCANO_BENCH_DATABASE_URL to include it)")
+
+
+if __name__ == "__main__":
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    asyncio.run(main())
