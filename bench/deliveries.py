@@ -45,9 +45,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from pydantic import BaseModel
@@ -377,9 +378,9 @@ async def publish(
         committed[event.id] = now
 
 
-async def run_engine(
-    kind: str, url: str, receivers: Receivers, events: int, paced_rate: float, seconds: float
-) -> list[Row]:
+async def engine_database(url: str, targets: list[str]) -> tuple[Database, Settings]:
+    """A migrated database with one PIX_OUTBOUND webhook per target, and the worker's
+    settings (its defaults, loopback receivers allowed)."""
     await asyncio.to_thread(upgrade, url)
     settings = Settings(
         _env_file=None,  # type: ignore[call-arg]
@@ -390,7 +391,7 @@ async def run_engine(
     database = Database(url)
     now = clock.now()
     async with database.session() as session:
-        for target in receivers.urls():
+        for target in targets:
             session.add(
                 Webhook(
                     customer_id=CUSTOMER_ID,
@@ -404,6 +405,13 @@ async def run_engine(
                 )
             )
         await session.commit()
+    return database, settings
+
+
+async def run_engine(
+    kind: str, url: str, receivers: Receivers, events: int, paced_rate: float, seconds: float
+) -> list[Row]:
+    database, settings = await engine_database(url, receivers.urls())
     fan_out = len(receivers.urls())
     rows = []
     async with aiohttp.ClientSession() as http:
@@ -463,6 +471,16 @@ async def run_engine(
     return rows
 
 
+def databases_to_run(requested: str) -> tuple[str | None, list[str]]:
+    """The PostgreSQL server named by the environment (or None), and which of the requested
+    databases (comma-separated: sqlite, postgresql) can run: PostgreSQL only when named."""
+    pg_url = os.environ.get("TUCANO_BENCH_DATABASE_URL") or os.environ.get(
+        "TUCANO_TEST_DATABASE_URL"
+    )
+    kinds = [k for k in requested.split(",") if k == "sqlite" or (k == "postgresql" and pg_url)]
+    return pg_url, kinds
+
+
 def table(rows: list[Row], ceiling_rate: float) -> str:
     lines = [
         f"{'scenario':<58} {'deliveries':>10} {'per second':>11} {'of ceiling':>10}"
@@ -500,12 +518,7 @@ async def main() -> None:
         "--no-pin", action="store_true", help="leave CPU placement to the operating system"
     )
     args = parser.parse_args()
-    pg_url = os.environ.get("TUCANO_BENCH_DATABASE_URL") or os.environ.get(
-        "TUCANO_TEST_DATABASE_URL"
-    )
-    kinds = [
-        k for k in args.databases.split(",") if k == "sqlite" or (k == "postgresql" and pg_url)
-    ]
+    pg_url, kinds = databases_to_run(args.databases)
     placement = Placement.choose(pin=not args.no_pin)
     placement.pin(os.getpid(), placement.measured)
     tune_garbage_collector()  # as `tucano serve` and `tucano worker` do
@@ -543,7 +556,8 @@ async def main() -> None:
         print("\n(PostgreSQL skipped: set TUCANO_BENCH_DATABASE_URL to include it)")
 
 
-if __name__ == "__main__":
+def run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run a benchmark's `main` on uvloop, as `tucano serve` runs."""
     try:
         import uvloop
 
@@ -551,3 +565,7 @@ if __name__ == "__main__":
     except ImportError:
         pass
     asyncio.run(main())
+
+
+if __name__ == "__main__":
+    run(main)

@@ -39,24 +39,21 @@ from tests.databases import drop_scratch_database
 
 from bench.deliveries import (
     CONCURRENCY,
-    CUSTOMER_ID,
     Placement,
     Receivers,
+    databases_to_run,
+    engine_database,
     fresh_database,
     payloads,
     publish,
+    run,
 )
 from tucano import wire
-from tucano.clock import clock
-from tucano.config import Settings
-from tucano.db import Database
 from tucano.deliveries.models import DeliveryResult
 from tucano.deliveries.sender import Sender, SendResult
 from tucano.deliveries.worker import DeliveryWorker
-from tucano.migrations import upgrade
 from tucano.runtime import tune_garbage_collector
 from tucano.webhooks.events import EventType
-from tucano.webhooks.models import Webhook
 from tucano.webhooks.samples import sample_payload
 from tucano.webhooks.service import new_signing_secret
 from tucano.webhooks.signing import delivery_headers
@@ -126,30 +123,8 @@ async def http_costs(receivers: Receivers, posts: int) -> dict[str, float]:
 async def engine_cost(url: str, events: int) -> tuple[float, float]:
     """CPU microseconds per delivery of the worker draining `events` x WEBHOOKS deliveries with
     every POST answered 200 at once, and the rate it drained them at."""
-    await asyncio.to_thread(upgrade, url)
-    settings = Settings(
-        _env_file=None,  # type: ignore[call-arg]
-        database_url=url,
-        webhook_allowed_networks="127.0.0.0/8",
-        secret_key="bench-" + "k" * 40,
-    )
-    database = Database(url)
-    now = clock.now()
-    async with database.session() as session:
-        for port in range(WEBHOOKS):
-            session.add(
-                Webhook(
-                    customer_id=CUSTOMER_ID,
-                    partner_id=None,
-                    target_url=f"http://127.0.0.1:{9000 + port}/hook",
-                    event_type="PIX_OUTBOUND",
-                    is_active=True,
-                    secret=new_signing_secret(),
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-        await session.commit()
+    targets = [f"http://127.0.0.1:{9000 + port}/hook" for port in range(WEBHOOKS)]
+    database, settings = await engine_database(url, targets)
     burst = payloads(events)
     for start in range(0, events, 100):
         await publish(database, burst[start : start + 100], {})
@@ -184,12 +159,7 @@ async def main() -> None:
         "--databases", default="sqlite,postgresql", help="comma-separated: sqlite, postgresql"
     )
     args = parser.parse_args()
-    pg_url = os.environ.get("TUCANO_BENCH_DATABASE_URL") or os.environ.get(
-        "TUCANO_TEST_DATABASE_URL"
-    )
-    kinds = [
-        k for k in args.databases.split(",") if k == "sqlite" or (k == "postgresql" and pg_url)
-    ]
+    pg_url, kinds = databases_to_run(args.databases)
     placement = Placement.choose(pin=True)
     placement.pin(os.getpid(), placement.measured)
     tune_garbage_collector()  # as `tucano serve` and `tucano worker` do
@@ -226,10 +196,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:
-        pass
-    asyncio.run(main())
+    run(main)
