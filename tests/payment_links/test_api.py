@@ -640,6 +640,33 @@ async def test_csv_streams_in_chunks_without_gaps_or_repeats(
     assert dates == sorted(dates, reverse=True)  # newest first
 
 
+async def test_a_csv_download_cut_off_midway_leaves_the_database_usable(
+    merchant: Merchant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Many short chunk reads per download, so that a client going away lands in one of them.
+    monkeypatch.setattr(links_service, "CSV_CHUNK", 2)
+    for _ in range(60):
+        await create(merchant)
+    host, port = urlsplit(merchant.service.base_url).netloc.split(":")
+    query = "&".join(f"{k}={v}" for k, v in window().items())
+    request = (
+        f"GET {BASE}/report?{query} HTTP/1.1\r\nHost: {host}\r\n"
+        f"Authorization: Bearer {merchant.token}\r\nAccept: text/csv\r\n"
+        f"x-transaction-id: {uuid.uuid4()}\r\n\r\n"
+    ).encode()
+    for attempt in range(40):
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(request)
+        await reader.readuntil(b"\r\n\r\n")  # the headers: the body is streaming
+        await asyncio.sleep(attempt % 8 / 1000)
+        writer.transport.abort()  # a reset, mid-stream
+    await asyncio.sleep(0.2)
+    # Writes and reads still go through, promptly.
+    async with asyncio.timeout(5):
+        await create(merchant)
+        assert (await listing(merchant))["totalElements"] == 61
+
+
 @pytest.mark.parametrize("method", ["2.0", "+2", " 2", "two"])
 async def test_payment_method_filter_is_plain_digits(merchant: Merchant, method: str) -> None:
     response = await merchant.get(

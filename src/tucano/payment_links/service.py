@@ -3,6 +3,7 @@ auto-payment. Every query takes the caller's customer; EXPIRED is computed at re
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import hashlib
 import io
@@ -671,15 +672,13 @@ async def stream_csv(
         chunk = (
             matched.add_columns(PaymentLink.id).order_by(*newest_first).limit(CSV_CHUNK)
         ).subquery()
-        async with database.read_session() as session:
-            rows = list(
-                await session.execute(
-                    select(*_LINKS.c, *_PAYMENT_VIEW)
-                    .join(chunk, chunk.c.id == _LINKS.c.id)
-                    .outerjoin(_PAYMENTS, _PAYMENTS.c.link_id == _LINKS.c.id)
-                    .order_by(_LINKS.c.created_at.desc(), _LINKS.c.id.desc())
-                )
-            )
+        rows = await _read_whole(
+            database,
+            select(*_LINKS.c, *_PAYMENT_VIEW)
+            .join(chunk, chunk.c.id == _LINKS.c.id)
+            .outerjoin(_PAYMENTS, _PAYMENTS.c.link_id == _LINKS.c.id)
+            .order_by(_LINKS.c.created_at.desc(), _LINKS.c.id.desc()),
+        )
         if not rows:
             return
         buffer.seek(0)
@@ -712,6 +711,25 @@ async def stream_csv(
         if len(rows) < CSV_CHUNK:
             return
         last = (rows[-1].created_at, rows[-1].id)
+
+
+async def _read_whole(database: Database, statement: Select[Any]) -> list[Any]:
+    """`statement`'s rows, read to the end even if the caller is cancelled meanwhile.
+
+    A streamed response is cancelled when its client goes away. Cancelled in the middle of a
+    statement, aiosqlite's connection was abandoned inside its transaction, which on SQLite
+    holds the database's write lock (see db._on_begin): every write then waited and failed.
+    Shielded, the read finishes and its session closes normally; the stream stops after it."""
+
+    async def read() -> list[Any]:
+        async with database.read_session() as session:
+            return list(await session.execute(statement))
+
+    task = asyncio.ensure_future(read())
+    # Nobody may wait for the result any more: still collect a failure, so it is not reported
+    # as never retrieved.
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
+    return await asyncio.shield(task)
 
 
 # --- payments --------------------------------------------------------------------------------
