@@ -144,6 +144,22 @@ async def test_no_client_authentication_is_invalid_client(
     assert response.headers["WWW-Authenticate"].startswith("Basic")
 
 
+async def test_a_nul_in_the_credentials_is_invalid_client(service: RunningService) -> None:
+    client_id, secret, _ = await service.client_credentials()
+    for form in (
+        {"grant_type": "client_credentials", "client_id": "tci_\x00x", "client_secret": secret},
+        {"grant_type": "client_credentials", "client_id": client_id, "client_secret": "x\x00"},
+    ):
+        response = await service.http.post(TOKEN, data=form)
+        assert response.status_code == 401, response.text
+        assert response.json()["error"] == "invalid_client"
+    response = await service.http.post(
+        TOKEN, data={"grant_type": "client_credentials"}, headers=basic("a\x00b", "x")
+    )
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_client"
+
+
 async def test_a_json_body_is_invalid_request(service: RunningService) -> None:
     client_id, secret, _ = await service.client_credentials()
     response = await service.http.post(

@@ -67,7 +67,12 @@ async def authenticate_client(
     session: AsyncSession, *, client_id: str, client_secret: str
 ) -> ApiClient | None:
     """The client whose id and secret these are, or None; constant time in the secret."""
-    client = await session.scalar(select(ApiClient).where(ApiClient.client_id == client_id))
+    # PostgreSQL text cannot hold NUL: such an id names no client, and must not reach a query.
+    client = (
+        None
+        if "\x00" in client_id
+        else await session.scalar(select(ApiClient).where(ApiClient.client_id == client_id))
+    )
     expected = client.secret_hash if client is not None else _UNKNOWN_CLIENT_HASH
     matches = hmac.compare_digest(expected, hash_client_secret(client_secret))
     return client if client is not None and matches else None
