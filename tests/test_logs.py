@@ -31,6 +31,23 @@ def test_secret_keys_and_card_numbers_are_masked() -> None:
     assert event["customerId"] == 42 and event["transactionId"] == "keep-me"
 
 
+def test_uuids_are_not_taken_for_card_numbers() -> None:
+    transaction = "11111111-2222-4333-8444-555555555555"
+    path = "/payment-link/v1/12345678-1234-4234-9234-123456789012"
+    event = scrub_secrets(
+        None,
+        "info",
+        {
+            "event": "request",
+            "transactionId": transaction,
+            "path": path,
+            "note": f"{transaction} paid with 4111111111111111 ({path})",
+        },
+    )
+    assert event["transactionId"] == transaction and event["path"] == path
+    assert event["note"] == f"{transaction} paid with {REDACTED} ({path})"
+
+
 def test_lines_are_json_with_millisecond_utc_timestamps(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging("INFO")
     try:

@@ -25,11 +25,25 @@ _SECRET_KEYS = re.compile(
 # 13 to 19 digits, optionally grouped by spaces or dashes: the shapes a card number comes in.
 _CARD_NUMBER = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
 REDACTED = "[REDACTED]"
+# UUIDs (transaction ids, link ids in paths) have digit runs a card number's shape would match.
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def _scrub_text(text: str) -> str:
+    """`text` with every card-number shape masked, except inside UUIDs."""
+    if not _CARD_NUMBER.search(text):
+        return text
+    kept, start = [], 0
+    for uuid in _UUID.finditer(text):
+        kept += [_CARD_NUMBER.sub(REDACTED, text[start : uuid.start()]), uuid.group()]
+        start = uuid.end()
+    kept.append(_CARD_NUMBER.sub(REDACTED, text[start:]))
+    return "".join(kept)
 
 
 def _scrub(value: Any) -> Any:
     if isinstance(value, str):
-        return _CARD_NUMBER.sub(REDACTED, value)
+        return _scrub_text(value)
     if isinstance(value, dict):
         return {k: REDACTED if _SECRET_KEYS.search(str(k)) else _scrub(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
