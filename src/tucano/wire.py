@@ -205,9 +205,25 @@ def in_utc(moment: datetime) -> datetime:
         raise ValueError("is out of range once converted to UTC") from None
 
 
-# A timestamp as received: ISO 8601 with an offset, kept in UTC, given back like UtcTimestamp.
+_ISO_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]")
+
+
+def _iso_text(value: Any) -> Any:
+    # Lax datetimes would also read a number, or digits in a string, as Unix seconds.
+    if isinstance(value, datetime):  # made in Python (samples, features publishing events)
+        return value
+    if not isinstance(value, str) or not _ISO_DATE_TIME.match(value):
+        raise ValueError("must be an ISO 8601 date and time, such as 2026-01-15T10:30:00.000Z")
+    return value
+
+
+# A timestamp as received: ISO 8601 text with an offset, kept in UTC, given back like
+# UtcTimestamp.
 ReceivedTimestamp = Annotated[
-    AwareDatetime, AfterValidator(in_utc), PlainSerializer(format_utc, return_type=str)
+    AwareDatetime,
+    BeforeValidator(_iso_text),
+    AfterValidator(in_utc),
+    PlainSerializer(format_utc, return_type=str),
 ]
 
 
