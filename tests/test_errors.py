@@ -149,6 +149,26 @@ async def test_token_endpoint_body_is_limited_too(service: RunningService) -> No
     assert "1048576 bytes" in body["error_description"]
 
 
+async def test_token_endpoint_streamed_body_over_the_limit_is_an_oauth_413(
+    service: RunningService,
+) -> None:
+    async def chunks() -> object:  # no Content-Length: the limit is found while reading
+        yield b"grant_type="
+        for _ in range(20):
+            yield b"a" * (64 * 1024)
+
+    response = await service.http.post(
+        "/oauth/v1/token",
+        content=chunks(),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status_code == 413
+    assert response.json() == {
+        "error": "invalid_request",
+        "error_description": "the request body must be at most 1048576 bytes",
+    }
+
+
 async def test_transaction_id_is_echoed_and_put_in_errors(merchant: Merchant) -> None:
     given = str(uuid.uuid4())
     response = await merchant.get("/webhook/v1/list", headers={"x-transaction-id": given})

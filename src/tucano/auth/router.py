@@ -9,6 +9,7 @@ from typing import Literal
 from urllib.parse import parse_qsl, unquote
 
 from fastapi import APIRouter, Request
+from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from tucano.auth.schemas import TOKEN_REQUEST_BODY, OAuthError, TokenResponse
@@ -26,8 +27,8 @@ OAuthErrorCode = Literal[
 ]
 
 
-def _oauth_error(error: OAuthErrorCode, description: str) -> Response:
-    status = 401 if error == "invalid_client" else 400
+def _oauth_error(error: OAuthErrorCode, description: str, *, status: int | None = None) -> Response:
+    status = status or (401 if error == "invalid_client" else 400)
     headers = dict(_NO_STORE)
     if status == 401:
         headers["WWW-Authenticate"] = 'Basic realm="tucano"'
@@ -70,9 +71,14 @@ async def issue_token(request: Request, session: ReadSessionDep) -> Response:
     if content_type != "application/x-www-form-urlencoded":
         return _oauth_error("invalid_request", "the body must be application/x-www-form-urlencoded")
     try:
-        pairs = parse_qsl(
-            (await request.body()).decode(), keep_blank_values=True, strict_parsing=False
-        )
+        raw = await request.body()
+    except HTTPException as exc:
+        # Over the limit while streaming in (no Content-Length, so the edge could not tell).
+        if exc.status_code != 413:
+            raise
+        return _oauth_error("invalid_request", str(exc.detail), status=413)
+    try:
+        pairs = parse_qsl(raw.decode(), keep_blank_values=True, strict_parsing=False)
     except UnicodeDecodeError:
         return _oauth_error("invalid_request", "the body is not valid UTF-8")
     form: dict[str, str] = {}
