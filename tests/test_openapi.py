@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from typing import Any
+
 from tests.helpers import RunningService
 
 EXPECTED_OPERATIONS = {
@@ -150,3 +154,47 @@ async def test_every_reference_in_the_document_resolves(service: RunningService)
         for part in reference.removeprefix("#/").split("/"):
             assert isinstance(target, dict) and part in target, reference
             target = target[part]
+
+
+def _schemas(node: object) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        if "type" in node:
+            yield node
+        for value in node.values():
+            yield from _schemas(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _schemas(value)
+
+
+async def test_parameters_say_what_the_service_enforces(service: RunningService) -> None:
+    # A client generated from the document must not send what the service refuses.
+    document = (await service.http.get("/openapi.json")).json()
+    for schema in _schemas(document):
+        assert not {"ge", "le", "gt", "lt"} & set(schema), schema  # JSON Schema's names only
+
+    def parameter(method: str, path: str, name: str) -> dict[str, Any]:
+        (found,) = [p for p in document["paths"][path][method]["parameters"] if p["name"] == name]
+        return dict(found)
+
+    webhook_id = parameter("get", "/webhook/v1/{id}", "id")["schema"]
+    assert (webhook_id["minimum"], webhook_id["maximum"]) == (1, 2**63 - 1)
+    size = parameter("get", "/webhook/v1/list", "size")["schema"]
+    assert (size["minimum"], size["maximum"]) == (1, 100)
+    for method, path in (
+        ("post", "/payment-link/v1"),
+        ("get", "/payment-link/v1/link-payment"),
+        ("get", "/payment-link/v1/{linkPaymentUuid}"),
+        ("get", "/payment-link/v1/report"),
+    ):
+        transaction = parameter(method, path, "x-transaction-id")
+        assert transaction["required"] is True
+        assert transaction["schema"]["format"] == "uuid"
+    assert parameter("get", "/webhook/v1/list", "x-transaction-id")["required"] is False
+    sort = parameter("get", "/payment-link/v1/link-payment", "sort")["schema"]
+    (items,) = [option["items"] for option in sort["anyOf"] if option["type"] == "array"]
+    pattern = re.compile(items["pattern"])
+    for accepted in ("amount", "status,desc", "payerName,ASC", "creationDate,"):
+        assert pattern.match(accepted), accepted
+    for refused in ("", "amount,up", "id,asc"):
+        assert not pattern.match(refused), refused

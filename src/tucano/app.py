@@ -24,8 +24,10 @@ from tucano.deliveries.router import internal_router as events_router
 from tucano.deliveries.router import router as deliveries_router
 from tucano.edge import EdgeMiddleware
 from tucano.errors import ErrorBody, ErrorCode, error_response, install_error_handlers
+from tucano.http import REQUIRED_TRANSACTION_ID_DESCRIPTION
 from tucano.payment_links.checkout_tokens import KEY_PURPOSE as CHECKOUT_KEY_PURPOSE
 from tucano.payment_links.router import router as payment_links_router
+from tucano.payment_links.service import SORTABLE
 from tucano.webhooks.events import EventType
 from tucano.webhooks.payloads import PAYLOAD_MODELS
 from tucano.webhooks.router import router as webhooks_router
@@ -154,6 +156,48 @@ def _document_deliveries(app: FastAPI) -> None:
         )
 
 
+# The sort parameter's values, as the payment-link list reads them (service.parse_sort).
+_SORT_PATTERN = (
+    r"^\s*(" + "|".join(sorted(SORTABLE)) + r")\s*(,\s*([aA][sS][cC]|[dD][eE][sS][cC])?\s*)?$"
+)
+# Bounds that pydantic leaves under its own names when a validator runs before them (integers
+# in paths and queries are checked as plain digits first): JSON Schema's names for them.
+_BOUND_NAMES = {
+    "ge": "minimum",
+    "le": "maximum",
+    "gt": "exclusiveMinimum",
+    "lt": "exclusiveMaximum",
+}
+
+
+def _document_parameter(parameter: dict[str, Any]) -> None:
+    """What the framework cannot say of a parameter from its declaration."""
+    if parameter.get("description") == REQUIRED_TRANSACTION_ID_DESCRIPTION:
+        parameter["required"] = True
+        parameter["schema"] = {
+            "type": "string",
+            "format": "uuid",
+            "description": REQUIRED_TRANSACTION_ID_DESCRIPTION,
+        }
+    elif parameter.get("name") == "sort" and parameter.get("in") == "query":
+        for option in parameter["schema"].get("anyOf", [parameter["schema"]]):
+            if option.get("type") == "array":
+                option["items"] = {**option.get("items", {}), "pattern": _SORT_PATTERN}
+
+
+def _standard_bounds(node: Any) -> None:
+    if isinstance(node, dict):
+        if "type" in node:
+            for name, standard in _BOUND_NAMES.items():
+                if isinstance(node.get(name), int | float) and standard not in node:
+                    node[standard] = node.pop(name)
+        for value in node.values():
+            _standard_bounds(value)
+    elif isinstance(node, list):
+        for value in node:
+            _standard_bounds(value)
+
+
 def _openapi(app: FastAPI) -> dict[str, Any]:
     """FastAPI's document, with the framework's 422 replaced by our 400 error body."""
     if app.openapi_schema:
@@ -181,6 +225,11 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             responses = operation.get("responses", {})
             if responses.pop("422", None) is not None and "400" not in responses:
                 responses["400"] = error_ref
+    for path_item in schema.get("paths", {}).values():
+        for operation in path_item.values():
+            for parameter in operation.get("parameters", []):
+                _document_parameter(parameter)
+    _standard_bounds(schema)
     # The events Tucano sends: the receiver answers, so no error body of ours belongs there.
     for path_item in schema.get("webhooks", {}).values():
         for operation in path_item.values():

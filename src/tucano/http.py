@@ -76,12 +76,17 @@ async def optional_transaction_id(
     return x_transaction_id
 
 
+# Declared optional to the framework, so that a missing one gets our own error code (38) rather
+# than a generic validation error; app._openapi marks it required in the document, by this text.
+REQUIRED_TRANSACTION_ID_DESCRIPTION = "A new client-generated UUID per request (required)."
+
+
 async def required_transaction_id(
     x_transaction_id: Annotated[
         str | None,
         Header(
             alias=TRANSACTION_ID_HEADER,
-            description="A new client-generated UUID per request (required).",
+            description=REQUIRED_TRANSACTION_ID_DESCRIPTION,
         ),
     ] = None,
 ) -> uuid.UUID:
