@@ -8,6 +8,7 @@ import random
 import secrets
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import func, select
 
 from tucano.db import Database
@@ -184,3 +185,34 @@ async def test_a_result_at_a_whole_second_is_inside_a_range_that_starts_or_ends_
                 session, customer_id=customer_id, filters=filters, page=PageRequest(0, 20)
             )
         assert total == len(rows) == 1, filters
+
+
+async def test_every_page_carries_the_total_near_and_far(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Near pages read page and total in one statement; far ones (past DEEP_OFFSET, lowered
+    here) count first. Either way the pages hold the results newest first, and a page past the
+    end is empty with the total."""
+    customer_id = random.randrange(10**9, 10**10)
+    moments = [START + timedelta(minutes=7 * i) for i in range(9)]
+    await service.record_outcomes(
+        database, [outcome(customer_id, 1, "PIX_OUTBOUND", "SUCCESS", at) for at in moments]
+    )
+    newest_first = sorted(moments, reverse=True)
+    for deep in (10_000, 3):
+        monkeypatch.setattr(service, "DEEP_OFFSET", deep)
+        for number in range(5):
+            async with database.session() as session:
+                rows, total = await service.list_results(
+                    session,
+                    customer_id=customer_id,
+                    filters=ResultFilters(),
+                    page=PageRequest(number, 2),
+                )
+            assert total == 9, (deep, number)
+            assert [r.attempted_at for r in rows] == newest_first[2 * number : 2 * number + 2]
+        async with database.session() as session:
+            rows, total = await service.list_results(
+                session, customer_id=customer_id, filters=ResultFilters(), page=PageRequest(7, 2)
+            )
+        assert (rows, total) == ([], 9)

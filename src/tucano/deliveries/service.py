@@ -819,6 +819,10 @@ class ResultFilters:
     end: datetime | None = None
 
 
+# Offsets from which the results list counts before it reads a page (see list_results).
+DEEP_OFFSET = 10_000
+
+
 async def list_results(
     session: AsyncSession, *, customer_id: int, filters: ResultFilters, page: PageRequest
 ) -> tuple[Sequence[DeliveryResult], int]:
@@ -842,6 +846,13 @@ async def list_results(
         condition.append(DeliveryResult.attempted_at >= filters.start)
     if filters.end is not None:
         condition.append(DeliveryResult.attempted_at <= filters.end)
+    newest_first = (DeliveryResult.attempted_at.desc(), DeliveryResult.id.desc())
+    if page.offset >= DEEP_OFFSET:
+        # Far down, the total first: a page past the end is then answered without stepping
+        # over every matching result to find it empty.
+        counted = int(await session.scalar(select(total)) or 0)
+        if page.offset >= counted:
+            return [], counted
     # The page and the total in one statement: one round trip, and on PostgreSQL one snapshot,
     # so a result recorded meanwhile cannot make them disagree. (A sum of bigints is a numeric
     # there: a Decimal here.)
@@ -849,7 +860,7 @@ async def list_results(
         await session.execute(
             select(DeliveryResult, total)
             .where(*condition)
-            .order_by(DeliveryResult.attempted_at.desc(), DeliveryResult.id.desc())
+            .order_by(*newest_first)
             .offset(page.offset)
             .limit(page.size)
         )
