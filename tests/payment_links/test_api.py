@@ -470,6 +470,24 @@ async def test_list_sorts(merchant: Merchant) -> None:
     assert await names("status,asc", "payerName,desc") == ["Carla", "Bruno", "Ana"]
 
 
+@pytest.mark.parametrize("deep", [10_000, 3])
+async def test_every_page_carries_the_total_near_and_far(
+    merchant: Merchant, monkeypatch: pytest.MonkeyPatch, deep: int
+) -> None:
+    # Near pages read page and total in one statement; far ones (lowered here) count first.
+    monkeypatch.setattr(links_service, "DEEP_OFFSET", deep)
+    made = [(await create(merchant))["linkPaymentUuid"] for _ in range(5)]
+    seen = []
+    for number in range(3):
+        page = await listing(merchant, page=number, size=2, sort="creationDate,asc")
+        assert page["totalElements"] == 5 and page["totalPages"] == 3
+        seen += [link["linkPaymentUuid"] for link in page["content"]]
+    assert sorted(seen) == sorted(made)  # every link once, none twice
+    beyond = await listing(merchant, page=9, size=2, status="CREATED")
+    assert (beyond["content"], beyond["totalElements"]) == ([], 5)
+    assert (await listing(merchant, page=9, size=2, status="PAID"))["totalElements"] == 0
+
+
 async def test_status_sorts_by_its_code(merchant: Merchant, database: Database) -> None:
     # By code (1 CREATED, 2 PAID, 3 EXPIRED), not alphabetically (CREATED, EXPIRED, PAID).
     with clock.freeze(clock.now() - timedelta(days=30)):

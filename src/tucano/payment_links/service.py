@@ -429,6 +429,10 @@ def parse_sort(values: Sequence[str], now: datetime, *, dialect: str) -> list[An
     return order
 
 
+# Offsets from which the list counts before it reads a page (see list_links).
+DEEP_OFFSET = 10_000
+
+
 async def list_links(
     session: AsyncSession,
     *,
@@ -440,10 +444,15 @@ async def list_links(
     """One page of the customer's matched links with their payments (rows with the links'
     column names, as `read_link` gives), and how many links match in all."""
     now = clock.now()
-    order = parse_sort(sort, now, dialect=session.get_bind().dialect.name)
-    total = sum(t.links for t in await tally(session, customer_id=customer_id, filters=filters))
-    if page.offset >= total:
-        return [], total
+    dialect = session.get_bind().dialect.name
+    order = parse_sort(sort, now, dialect=dialect)
+    total = _matched_total(dialect, customer_id, filters, now)
+    if page.offset >= DEEP_OFFSET:
+        # Far down, the total first: a page past the end is then answered without stepping
+        # over every matching link to find it empty.
+        counted = int(await session.scalar(select(total)) or 0)
+        if page.offset >= counted:
+            return [], counted
     ids = (
         matched_links(customer_id, filters, now)
         .add_columns(PaymentLink.id)
@@ -451,13 +460,20 @@ async def list_links(
         .offset(page.offset)
         .limit(page.size)
     ).subquery()
-    rows = await session.execute(
-        select(*_LINKS.c, *_PAYMENT_VIEW)
-        .join(ids, ids.c.id == _LINKS.c.id)
-        .outerjoin(_PAYMENTS, _PAYMENTS.c.link_id == _LINKS.c.id)
-        .order_by(*order)
-    )
-    return [(row, _payment_of(row)) for row in rows], total
+    # The page and the total in one statement: one round trip, and on PostgreSQL one snapshot,
+    # so a link created or paid meanwhile cannot make them disagree.
+    rows = (
+        await session.execute(
+            select(*_LINKS.c, *_PAYMENT_VIEW, total.label("matched_total"))
+            .join(ids, ids.c.id == _LINKS.c.id)
+            .outerjoin(_PAYMENTS, _PAYMENTS.c.link_id == _LINKS.c.id)
+            .order_by(*order)
+        )
+    ).all()
+    if rows:
+        return [(row, _payment_of(row)) for row in rows], int(rows[0].matched_total)
+    # Past the last page (or nothing matches): the total alone.
+    return [], int(await session.scalar(select(total)) or 0)
 
 
 class Tally(NamedTuple):
@@ -473,15 +489,57 @@ class Tally(NamedTuple):
 async def tally(
     session: AsyncSession, *, customer_id: int, filters: LinkFilters, now: datetime | None = None
 ) -> list[Tally]:
-    """How many links match, and for how much, by day, status and method, in one statement.
+    """How many links match, and for how much, by day, status and method, in one statement
+    (see _tallied)."""
+    now = now or clock.now()
+    counted = _tallied(session.get_bind().dialect.name, customer_id, filters, now)
+    rows = await session.execute(
+        select(
+            counted.c.day,
+            counted.c.status,
+            counted.c.method,
+            func.sum(counted.c.links),
+            func.sum(counted.c.cents),
+        )
+        .where(*_tallied_conditions(counted, filters))
+        .group_by(counted.c.day, counted.c.status, counted.c.method)
+    )
+    return [
+        Tally(day, status, method, int(count), int(cents))
+        for day, status, method, count, cents in rows
+        if count
+    ]
+
+
+def _tallied_conditions(counted: Any, filters: LinkFilters) -> list[ColumnElement[bool]]:
+    """The status and method filters, on the rows of _tallied."""
+    conditions = []
+    if filters.status is not None:
+        conditions.append(counted.c.status == filters.status)
+    if filters.payment_method is not None:
+        conditions.append(counted.c.method == filters.payment_method)
+    return conditions
+
+
+def _matched_total(dialect: str, customer_id: int, filters: LinkFilters, now: datetime) -> Any:
+    """How many links match, as one SQL expression (uncorrelated, to sit beside a page)."""
+    counted = _tallied(dialect, customer_id, filters, now)
+    return (
+        select(func.coalesce(func.sum(counted.c.links), 0))
+        .where(*_tallied_conditions(counted, filters))
+        .correlate(None)
+        .scalar_subquery()
+    )
+
+
+def _tallied(dialect: str, customer_id: int, filters: LinkFilters, now: datetime) -> Any:
+    """Rows of (day, status, method, links, cents) that add up to the matched links.
 
     With no filter that needs the links themselves (document, reference, receipt), whole days
     come from the day totals (see totals.py) and only the parts of days at the ends of the range,
     and the CREATED links whose group expires today, are read link by link: a year of a million
     links is a few thousand total rows. Otherwise the matched links are read (their filters have
-    indexes of their own)."""
-    now = now or clock.now()
-    dialect = session.get_bind().dialect.name
+    indexes of their own). Status and method are filtered by the caller, on these rows."""
     links = _LINKS.c
     parts: list[Select[Any]] = []
     if (
@@ -527,23 +585,7 @@ async def tally(
                 *_link_conditions(filters),
             )
         )
-    counted = union_all(*parts).subquery()
-    rows = await session.execute(
-        select(
-            counted.c.day,
-            counted.c.status,
-            counted.c.method,
-            func.sum(counted.c.links),
-            func.sum(counted.c.cents),
-        ).group_by(counted.c.day, counted.c.status, counted.c.method)
-    )
-    return [
-        Tally(day, status, method, int(count), int(cents))
-        for day, status, method, count, cents in rows
-        if count
-        and (filters.status is None or status == filters.status)
-        and (filters.payment_method is None or method == filters.payment_method)
-    ]
+    return union_all(*parts).subquery()
 
 
 def _link_conditions(filters: LinkFilters) -> list[ColumnElement[bool]]:
