@@ -284,3 +284,31 @@ async def test_sqlite_timestamps_at_a_whole_second_get_their_fraction(tmp_root: 
     stored = database.execute("SELECT attempted_at FROM delivery_results ORDER BY id").fetchall()
     database.close()
     assert stored == [("2026-11-01 11:00:00.000000",), ("2026-11-01 11:00:00.250000",)]
+
+
+async def test_cancelled_results_left_uncounted_are_counted(tmp_root: Path) -> None:
+    """0011: results recorded without their hour counts (deliveries cancelled with their
+    webhook, before the fix) are counted; those already counted are not counted twice."""
+    url = await fresh_database_url("sqlite", tmp_root)
+    await asyncio.to_thread(upgrade, url, "0010_sqlite_whole_seconds")
+    database = sqlite3.connect(_sqlite_file(url))
+    with database:
+        _insert_result(database, 1, "2026-11-01 10:00:00.000000")
+        hour = int(datetime(2026, 11, 1, 10, tzinfo=UTC).timestamp()) // 3600
+        database.execute(
+            "INSERT INTO delivery_result_counts (customer_id, hour, webhook_id, event_type,"
+            " status, result_count, folded) VALUES (7, ?, 1, 'PIX_OUTBOUND', 'SUCCESS', 1, 0)",
+            (hour,),
+        )
+        _insert_result(database, 2, "2026-11-01 10:20:00.000000", status="FAILED")  # uncounted
+    database.close()
+
+    await asyncio.to_thread(upgrade, url)
+
+    database = sqlite3.connect(_sqlite_file(url))
+    rows = database.execute(
+        "SELECT status, sum(result_count) FROM delivery_result_counts"
+        " WHERE customer_id = 7 GROUP BY status ORDER BY status"
+    ).fetchall()
+    database.close()
+    assert rows == [("FAILED", 1), ("SUCCESS", 1)]

@@ -11,12 +11,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
+from tests.deliveries.test_outbox import add_webhook
 from tucano.db import Database
 from tucano.deliveries import result_counts, service
 from tucano.deliveries.models import DeliveryResult
 from tucano.deliveries.service import ClaimedDelivery, Outcome, ResultFilters
 from tucano.pagination import PageRequest
 from tucano.webhooks.events import EventType
+from tucano.webhooks.samples import sample_payload
 
 START = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
 TYPES = [EventType.PIX_OUTBOUND, EventType.CARD_CHARGEBACK]
@@ -216,3 +218,40 @@ async def test_every_page_carries_the_total_near_and_far(
                 session, customer_id=customer_id, filters=ResultFilters(), page=PageRequest(7, 2)
             )
         assert (rows, total) == ([], 9)
+
+
+async def test_deliveries_cancelled_with_their_webhook_are_counted(database: Database) -> None:
+    """A webhook deleted or deactivated with deliveries queued records them as FAILED: the
+    totals count those results too."""
+    customer_id = random.randrange(10**9, 10**10)
+    webhook_id = await add_webhook(database, customer_id)
+    async with database.session() as session:
+        await service.publish_events(
+            session,
+            [
+                service.NewEvent(
+                    customer_id, EventType.PIX_OUTBOUND, sample_payload(EventType.PIX_OUTBOUND)
+                )
+                for _ in range(3)
+            ],
+        )
+        await session.commit()
+        cancelled = await service.cancel_deliveries_to(
+            session,
+            customer_id=customer_id,
+            webhook_id=webhook_id,
+            target_url="https://hooks.example.com/x",
+            reason="not sent: the webhook was deleted",
+        )
+        await session.commit()
+    assert cancelled == 3
+    for filters in (
+        ResultFilters(),
+        ResultFilters(status="FAILED"),
+        ResultFilters(webhook_id=webhook_id),
+    ):
+        async with database.session() as session:
+            rows, total = await service.list_results(
+                session, customer_id=customer_id, filters=filters, page=PageRequest(0, 20)
+            )
+        assert total == len(rows) == 3 == await exact_count(database, customer_id, filters)

@@ -339,6 +339,15 @@ async def cancel_deliveries_to(
             for p in waiting
         ],
     )
+    if waiting:
+        # The results list's totals count them too (see result_counts).
+        await insert_many(
+            session,
+            result_counts.COUNTS,
+            result_counts.count_rows(
+                (customer_id, webhook_id, p.event_type, ResultStatus.FAILED, now) for p in waiting
+            ),
+        )
     await session.execute(delete(_DELIVERIES).where(d.id.in_([p.id for p in pending])))
     return len(pending)
 
