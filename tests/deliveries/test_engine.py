@@ -568,6 +568,26 @@ async def test_an_event_can_be_redelivered(
     assert [r["attempt"] for r in records] == [1, 1]
 
 
+async def test_changes_racing_a_delete_are_done_before_it_or_refused_after(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    # An update or a redelivery at the same moment as the delete: done first (and then
+    # cancelled with the webhook), or a 404 after; never a 500.
+    accepted = await publish(publisher, merchant.customer_id)
+    for round_ in range(12):
+        webhook = await register(merchant, receiver, f"/race/{round_}")
+        path = f"/webhook/v1/{webhook['webhookId']}"
+        deleted, updated, redelivered = await asyncio.gather(
+            merchant.request("DELETE", path),
+            merchant.put(path, json={"targetUrl": f"{receiver.base_url}/race/moved"}),
+            merchant.post(f"{path}/redeliver", json={"eventId": accepted["eventId"]}),
+        )
+        assert deleted.status_code == 204, deleted.text
+        assert updated.status_code in (200, 404), updated.text
+        assert redelivered.status_code in (202, 404), redelivered.text
+        assert (await merchant.get(path)).status_code == 404
+
+
 async def test_redelivery_refusals(
     delivery_service: RunningService, publisher: Merchant, receiver: Receiver
 ) -> None:

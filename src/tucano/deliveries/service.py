@@ -269,7 +269,11 @@ async def redeliver(
     session: AsyncSession, *, customer_id: int, webhook_id: int, event_id: str
 ) -> Event:
     """Queue one more delivery of one of the customer's events to one of its webhooks."""
-    webhook = await webhooks.get_webhook(session, customer_id=customer_id, webhook_id=webhook_id)
+    # Locked, so that a delete at the same moment waits for this delivery (and cancels it) or
+    # makes this a 404, rather than the new delivery naming a webhook that is gone.
+    webhook = await webhooks.get_webhook(
+        session, customer_id=customer_id, webhook_id=webhook_id, for_update=True
+    )
     event = await session.scalar(
         select(Event).where(Event.id == event_id, Event.customer_id == customer_id)
     )

@@ -129,8 +129,9 @@ async def update_webhook(
 async def delete_webhook(
     caller: WebhookWriter, _json: JsonContent, webhook_id: WebhookId, session: SessionDep
 ) -> Response:
+    # The webhook's row first, then its deliveries: the order every writer locks them in.
     webhook = await service.get_webhook(
-        session, customer_id=caller.customer_id, webhook_id=webhook_id
+        session, customer_id=caller.customer_id, webhook_id=webhook_id, for_update=True
     )
     await deliveries.cancel_deliveries_to(
         session,

@@ -123,7 +123,10 @@ async def update_webhook(
 ) -> Webhook:
     if data.target_url is not None:
         await check_target(data.target_url, settings)
-    webhook = await get_webhook(session, customer_id=customer_id, webhook_id=webhook_id)
+    # Locked, so that a delete at the same moment waits for this change or makes it a 404.
+    webhook = await get_webhook(
+        session, customer_id=customer_id, webhook_id=webhook_id, for_update=True
+    )
     sent = data.model_fields_set
     if "partner_id" in sent:
         webhook.partner_id = data.partner_id
