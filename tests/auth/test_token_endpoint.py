@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from datetime import UTC, datetime, timedelta
@@ -158,6 +159,25 @@ async def test_a_nul_in_the_credentials_is_invalid_client(service: RunningServic
     )
     assert response.status_code == 401
     assert response.json()["error"] == "invalid_client"
+
+
+async def test_a_client_gone_mid_body_is_no_server_error(
+    service: RunningService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host, port = service.base_url.removeprefix("http://").split(":")
+    _, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        b"POST /oauth/v1/token HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\n"
+        b"grant_type=client_cre"
+    )
+    await writer.drain()
+    writer.close()  # before the rest of the body
+    await asyncio.sleep(0.3)
+    logged = capsys.readouterr().out
+    assert "unhandled_error" not in logged
+    (line,) = [line for line in logged.splitlines() if "path=/oauth/v1/token" in line]
+    assert "status=400" in line
 
 
 async def test_a_json_body_is_invalid_request(service: RunningService) -> None:

@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, unquote
 
 from fastapi import APIRouter, Request
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from tucano.auth.schemas import TOKEN_REQUEST_BODY, OAuthError, TokenResponse
@@ -72,6 +73,9 @@ async def issue_token(request: Request, session: ReadSessionDep) -> Response:
         return _oauth_error("invalid_request", "the body must be application/x-www-form-urlencoded")
     try:
         raw = await request.body()
+    except ClientDisconnect:
+        # Gone before its body arrived: nobody reads this answer, and it is no fault of ours.
+        return _oauth_error("invalid_request", "the client closed the connection mid-request")
     except HTTPException as exc:
         # Over the limit while streaming in (no Content-Length, so the edge could not tell).
         if exc.status_code != 413:
