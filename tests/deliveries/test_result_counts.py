@@ -220,9 +220,12 @@ async def test_every_page_carries_the_total_near_and_far(
         assert (rows, total) == ([], 9)
 
 
-async def test_deliveries_cancelled_with_their_webhook_are_counted(database: Database) -> None:
+async def test_deliveries_cancelled_with_their_webhook_are_counted(
+    private_database: Database,
+) -> None:
     """A webhook deleted or deactivated with deliveries queued records them as FAILED: the
-    totals count those results too."""
+    totals count those results too. (A database of its own: no running worker claims them.)"""
+    database = private_database
     customer_id = random.randrange(10**9, 10**10)
     webhook_id = await add_webhook(database, customer_id)
     async with database.session() as session:
