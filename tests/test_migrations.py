@@ -166,9 +166,7 @@ async def test_deliveries_held_at_the_upgrade_stay_held_until_their_lease_ends(
 
     await asyncio.to_thread(upgrade, url)
 
-    database = sqlite3.connect(_sqlite_file(url))
-    rows = database.execute("SELECT id, lease_until FROM deliveries ORDER BY id").fetchall()
-    database.close()
+    rows = _rows(url, "SELECT id, lease_until FROM deliveries ORDER BY id")
     assert rows == [(1, lease_end), (2, None)]
 
 
@@ -203,9 +201,7 @@ async def test_a_previous_secret_in_its_grace_is_carried_over(tmp_root: Path) ->
 
     await asyncio.to_thread(upgrade, url)
 
-    database = sqlite3.connect(_sqlite_file(url))
-    rows = database.execute("SELECT id, previous_secrets FROM webhooks ORDER BY id").fetchall()
-    database.close()
+    rows = _rows(url, "SELECT id, previous_secrets FROM webhooks ORDER BY id")
     expected = [["whsec_live", live.strftime("%Y-%m-%dT%H:%M:%S.123Z")]]
     assert rows == [(1, json.dumps(expected)), (2, None), (3, None)]
     assert signing_secrets("whsec_now", rows[0][1], now=datetime.now(UTC)) == (
@@ -214,6 +210,15 @@ async def test_a_previous_secret_in_its_grace_is_carried_over(tmp_root: Path) ->
     )
     _, drift = await tables_and_drift(url)
     assert drift == []
+
+
+def _rows(url: str, sql: str) -> list[tuple[object, ...]]:
+    """What `sql` reads from the SQLite database at `url`, straight through the driver."""
+    database = sqlite3.connect(_sqlite_file(url))
+    try:
+        return database.execute(sql).fetchall()
+    finally:
+        database.close()
 
 
 def _insert_result(
@@ -252,12 +257,11 @@ async def test_results_recorded_before_the_upgrade_are_counted(tmp_root: Path) -
 
     await asyncio.to_thread(upgrade, url)
 
-    database = sqlite3.connect(_sqlite_file(url))
-    rows = database.execute(
+    rows = _rows(
+        url,
         "SELECT customer_id, hour, webhook_id, status, result_count, folded"
-        " FROM delivery_result_counts ORDER BY hour, webhook_id, status"
-    ).fetchall()
-    database.close()
+        " FROM delivery_result_counts ORDER BY hour, webhook_id, status",
+    )
     ten = int(datetime(2026, 11, 1, 10, tzinfo=UTC).timestamp()) // 3600
     assert rows == [
         (7, ten, 1, "EXHAUSTED", 1, 1),
@@ -280,9 +284,7 @@ async def test_sqlite_timestamps_at_a_whole_second_get_their_fraction(tmp_root: 
 
     await asyncio.to_thread(upgrade, url)
 
-    database = sqlite3.connect(_sqlite_file(url))
-    stored = database.execute("SELECT attempted_at FROM delivery_results ORDER BY id").fetchall()
-    database.close()
+    stored = _rows(url, "SELECT attempted_at FROM delivery_results ORDER BY id")
     assert stored == [("2026-11-01 11:00:00.000000",), ("2026-11-01 11:00:00.250000",)]
 
 
@@ -305,10 +307,9 @@ async def test_cancelled_results_left_uncounted_are_counted(tmp_root: Path) -> N
 
     await asyncio.to_thread(upgrade, url)
 
-    database = sqlite3.connect(_sqlite_file(url))
-    rows = database.execute(
+    rows = _rows(
+        url,
         "SELECT status, sum(result_count) FROM delivery_result_counts"
-        " WHERE customer_id = 7 GROUP BY status ORDER BY status"
-    ).fetchall()
-    database.close()
+        " WHERE customer_id = 7 GROUP BY status ORDER BY status",
+    )
     assert rows == [("FAILED", 1), ("SUCCESS", 1)]
