@@ -559,7 +559,8 @@ async def test_a_failed_token_says_why_in_the_challenge(
 async def test_scopes_are_enforced_per_operation(
     service: RunningService, method: str, path: str, body: Any
 ) -> None:
-    writes = method != "GET"
+    # Reading the signing secret needs write: the secret lets its holder forge deliveries.
+    writes = method != "GET" or path.endswith("/secret")
     missing = Scope.WEBHOOK_WRITE if writes else Scope.WEBHOOK_READ
     others = [s for s in Scope if s != missing]
     merchant = await service.merchant(scopes=others)
@@ -572,3 +573,13 @@ async def test_read_scope_alone_lists_but_cannot_create(service: RunningService)
     reader = await service.merchant(scopes=[Scope.WEBHOOK_READ])
     assert (await reader.get("/webhook/v1/list")).status_code == 200
     assert_error_body(await reader.post("/webhook/v1/create", json=hook()), 403)
+
+
+async def test_read_scope_alone_cannot_read_the_signing_secret(
+    service: RunningService, merchant: Merchant
+) -> None:
+    webhook_id = (await merchant.post("/webhook/v1/create", json=hook())).json()["webhookId"]
+    reader = await service.merchant(scopes=[Scope.WEBHOOK_READ], customer_id=merchant.customer_id)
+    assert (await reader.get(f"/webhook/v1/{webhook_id}")).status_code == 200
+    error = assert_error_body(await reader.get(f"/webhook/v1/{webhook_id}/secret"), 403)
+    assert "webhook.write" in error["errors"][0]

@@ -165,11 +165,13 @@ async def get_delivery_status(
 @router.get(
     "/{id:webhook_id}/secret",
     summary="Read a webhook's signing secret",
+    description="Needs `webhook.write`, as creating and rotating do: whoever holds the secret "
+    "can sign events the receiver will trust, which a read-only token must not allow.",
     response_model=WebhookSecret,
     responses=error_responses(400, 401, 403, 404),
 )
 async def get_secret(
-    caller: WebhookReader, webhook_id: WebhookId, session: ReadSessionDep
+    caller: WebhookWriter, webhook_id: WebhookId, session: ReadSessionDep
 ) -> Response:
     webhook = await service.get_webhook(
         session, customer_id=caller.customer_id, webhook_id=webhook_id
