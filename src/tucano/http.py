@@ -82,6 +82,7 @@ REQUIRED_TRANSACTION_ID_DESCRIPTION = "A new client-generated UUID per request (
 
 
 async def required_transaction_id(
+    request: Request,
     x_transaction_id: Annotated[
         str | None,
         Header(
@@ -94,6 +95,11 @@ async def required_transaction_id(
         raise BadRequest(
             "x-transaction-id header is required (a new UUID per request)",
             code=ErrorCode.INVALID_TRANSACTION_ID,
+        )
+    if len(request.headers.getlist(TRANSACTION_ID_HEADER)) > 1:
+        # Two ids would make the idempotency key ambiguous: which one was meant?
+        raise BadRequest(
+            "x-transaction-id header must be sent once", code=ErrorCode.INVALID_TRANSACTION_ID
         )
     try:
         return parse_uuid(x_transaction_id.strip())

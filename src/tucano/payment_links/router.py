@@ -48,7 +48,7 @@ register_url_convertor("link_uuid", _LinkUuidConvertor())
 def _method_in_digits(value: object) -> object:
     # 2.0, +2 and " 2" are not how a method is written, though lax integers would read them so.
     if isinstance(value, str) and not value.isdigit():
-        raise ValueError("must be one of 1 (credit card) or 2 (PIX)")
+        raise ValueError("must be one of: 1, 2")  # as for 0 or 3: one message for every bad value
     return value
 
 
