@@ -254,6 +254,33 @@ async def test_nul_characters_are_refused_in_bodies_and_queries(merchant: Mercha
     assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
 
 
+@pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        (
+            b'{"targetUrl": "https://a.example.com/", "eventType": "PIX_OUTBOUND", '
+            b'"eventType": "CARD_CHARGEBACK"}',
+            "eventType",
+        ),
+        (
+            b'{"targetUrl": "https://a.example.com/", "eventType": "PIX_OUTBOUND", '
+            b'"extra": {"a": 1, "a": 2}}',
+            "a",
+        ),
+    ],
+)
+async def test_a_key_given_twice_in_a_body_is_refused(
+    merchant: Merchant, body: bytes, key: str
+) -> None:
+    response = await merchant.post(
+        "/webhook/v1/create", content=body, headers={"content-type": "application/json"}
+    )
+    # Which one was meant? Parsers disagree (first or last), so neither is taken.
+    error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+    assert error["errors"] == [f"{key} is given more than once in one object"]
+    assert (await merchant.get("/webhook/v1/list")).json()["totalElements"] == 0
+
+
 async def test_head_is_get_without_the_body(merchant: Merchant) -> None:
     got = await merchant.get("/webhook/v1/list")
     head = await merchant.request("HEAD", "/webhook/v1/list")

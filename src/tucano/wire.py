@@ -72,11 +72,29 @@ def _parse_int(text: str) -> int | Decimal:
     return int(text) if len(text) <= 4000 else Decimal(text)
 
 
+def _object_without_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # {"amount": 1, "amount": 1000} means what the parser reading it decides; refused rather
+    # than silently keeping the last, as another parser on the way might have kept the first.
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise InvalidBodyField(f"{key} is given more than once in one object")
+            seen.add(key)
+    return document
+
+
 def loads(body: bytes | str) -> Any:
-    """Parse JSON with fractional numbers as Decimal; refuse NaN and Infinity (as malformed)
-    and NUL characters (PostgreSQL text cannot hold U+0000, and no field has a use for it)."""
+    """Parse JSON with fractional numbers as Decimal; refuse NaN and Infinity (as malformed),
+    a key repeated in one object, and NUL characters (PostgreSQL text cannot hold U+0000, and
+    no field has a use for it)."""
     document = json.loads(
-        body, parse_float=Decimal, parse_int=_parse_int, parse_constant=_refuse_constant
+        body,
+        parse_float=Decimal,
+        parse_int=_parse_int,
+        parse_constant=_refuse_constant,
+        object_pairs_hook=_object_without_repeated_keys,
     )
     where = _nul_at(document, "")
     if where is not None:
