@@ -6,6 +6,7 @@ import asyncio
 import ipaddress
 from collections.abc import AsyncIterator
 
+import pytest
 from aiohttp import web
 
 from tests.receivers import Behaviour, Received, Receiver, always
@@ -88,6 +89,52 @@ async def test_a_nul_in_the_answer_is_dropped_and_other_text_kept(receiver: Rece
     assert result.http_status == 500
     assert result.response_body == "bad answer: não"
     assert result.error_message == "receiver answered HTTP 500"
+
+
+async def test_a_target_stored_with_an_unusual_ipv4_spelling_says_how_to_write_it(
+    receiver: Receiver,
+) -> None:
+    # Registered before such spellings were refused: the history says what to change.
+    url = receiver.url("/x").replace("127.0.0.1", "127.1")
+    client = sender(LOOPBACK)
+    try:
+        result = await client.send(url, body=b"{}", headers={}, now=clock.now())
+    finally:
+        await client.close()
+    assert result.error_message == (
+        "refused: targetUrl host 127.1 is an IPv4 address in an unusual spelling; "
+        "write it as 127.0.0.1"
+    )
+    assert receiver.received == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (b"", "the receiver closed the connection without a complete answer"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort", "the answer's body could not"),
+        (b"SMTP ready\r\n\r\n", "the answer was not valid HTTP"),
+    ],
+)
+async def test_a_broken_answer_is_described_in_words(answer: bytes, message: str) -> None:
+    async def answer_and_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer_and_close, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = sender(LOOPBACK)
+    try:
+        result = await client.send(
+            f"http://127.0.0.1:{port}/", body=b"{}", headers={}, now=clock.now()
+        )
+    finally:
+        await client.close()
+        server.close()
+    assert result.error_message is not None
+    assert result.error_message.startswith(message), result.error_message
 
 
 def chunked(*parts: bytes) -> Behaviour:

@@ -266,6 +266,36 @@ async def test_allowed_networks_let_private_targets_through(
         await running.stop()
 
 
+@pytest.mark.parametrize(
+    ("url", "written"),
+    [
+        ("https://134744072/x", "8.8.8.8"),
+        ("https://8.8.2056/x", "8.8.8.8"),
+        ("https://0x8.8.8.8/x", "8.8.8.8"),
+        ("https://010.8.8.8/x", "8.8.8.8"),
+        ("http://127.1:9000/hook", "127.0.0.1"),  # inside the allowed networks
+        ("http://2130706433:9000/hook", "127.0.0.1"),
+    ],
+)
+async def test_an_ipv4_address_in_an_unusual_spelling_is_refused(
+    database_url: str, database: Any, url: str, written: str
+) -> None:
+    from tests.conftest import make_settings
+    from tests.helpers import start_service
+
+    # HTTP clients refuse these spellings: a webhook registered with one would never be sent.
+    running = await start_service(
+        make_settings(database_url, webhook_allowed_networks="127.0.0.0/8"), database
+    )
+    try:
+        merchant = await running.merchant()
+        response = await merchant.post("/webhook/v1/create", json=hook(targetUrl=url))
+        error = assert_error_body(response, 400, ErrorCode.WEBHOOK_TARGET_REFUSED)
+        assert error["errors"][0].endswith(f"unusual spelling; write it as {written}")
+    finally:
+        await running.stop()
+
+
 # --- A3 read, A1 list ---------------------------------------------------------------------------
 
 

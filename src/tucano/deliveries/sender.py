@@ -27,6 +27,7 @@ from tucano.webhooks.url_safety import (
     literal_address,
     parse_target_url,
     refuse_unless_allowed,
+    refuse_unusual_spelling,
 )
 
 USER_AGENT = f"Tucano-Webhooks/{tucano.__version__}"
@@ -125,6 +126,7 @@ class Sender:
             target = parse_target_url(url, allow_http=self._allow_http)
             if target.literal_ip is not None:
                 refuse_unless_allowed(target.host, [target.literal_ip], self._allowed)
+                refuse_unusual_spelling(target)
             verdict = None
         except TargetRefused as exc:
             verdict = f"targetUrl {exc}"
@@ -172,6 +174,16 @@ class Sender:
                 error = f"TLS error: {exc}"
             except aiohttp.ClientConnectorError as exc:
                 error = f"could not connect: {exc.os_error}"
+            except aiohttp.ServerDisconnectedError:
+                error = "the receiver closed the connection without a complete answer"
+            except aiohttp.ClientPayloadError as exc:
+                error = f"the answer's body could not be read: {exc}"
+            except aiohttp.ClientResponseError as exc:
+                error = f"the answer was not valid HTTP: {exc.message}"
+            except aiohttp.InvalidURL as exc:
+                error = f"targetUrl cannot be sent to: {exc}"
+            except aiohttp.ClientConnectionError as exc:
+                error = f"connection error: {exc}"
             except aiohttp.ClientError as exc:
                 error = f"{type(exc).__name__}: {exc}"
             except asyncio.CancelledError:

@@ -192,6 +192,18 @@ def parse_target_url(url: str, *, allow_http: bool) -> TargetUrl:
     )
 
 
+def refuse_unusual_spelling(target: TargetUrl) -> None:
+    """An IPv4 address is written in dotted decimal: `127.1`, `2130706433` or `0x7f.0.0.1`
+    name an address to a resolver, but HTTP clients refuse them (or read them as names), so a
+    webhook registered with one would never be delivered. Checked after `refuse_unless_allowed`,
+    so that a non-public address says so whatever its spelling."""
+    address = target.literal_ip
+    if isinstance(address, ipaddress.IPv4Address) and target.host != str(address):
+        raise TargetRefused(
+            f"host {target.host} is an IPv4 address in an unusual spelling; write it as {address}"
+        )
+
+
 def refuse_unless_allowed(
     host: str, addresses: Sequence[IPAddress], allowed_networks: Sequence[IPNetwork]
 ) -> None:
@@ -240,6 +252,7 @@ async def check_target_url(
     target = parse_target_url(url, allow_http=allow_http)
     if target.literal_ip is not None:
         refuse_unless_allowed(target.host, [target.literal_ip], allowed_networks)
+        refuse_unusual_spelling(target)
         return target
     addresses = await resolve_addresses(target.host, target.port, dns_timeout=dns_timeout)
     if not addresses and is_special_name(target.host):
