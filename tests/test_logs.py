@@ -31,6 +31,23 @@ def test_secret_keys_and_card_numbers_are_masked() -> None:
     assert event["customerId"] == 42 and event["transactionId"] == "keep-me"
 
 
+def test_tucanos_own_secrets_are_masked_wherever_they_appear() -> None:
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl"
+    event = scrub_secrets(
+        None,
+        "info",
+        {
+            "event": "request",
+            "path": "/webhook/v1/tsk_AbC-12_x",
+            "transactionId": f"whsec_QUJD+/= and {jwt}",
+            "note": "client tci_abc asked",  # a client id is not a secret
+        },
+    )
+    assert event["path"] == f"/webhook/v1/{REDACTED}"
+    assert event["transactionId"] == f"{REDACTED} and {REDACTED}"
+    assert event["note"] == "client tci_abc asked"
+
+
 def test_uuids_are_not_taken_for_card_numbers() -> None:
     transaction = "11111111-2222-4333-8444-555555555555"
     path = "/payment-link/v1/12345678-1234-4234-9234-123456789012"
@@ -57,6 +74,23 @@ def test_lines_are_json_with_millisecond_utc_timestamps(capsys: pytest.CaptureFi
         assert lines[0]["event"] == "hello" and lines[0]["token"] == REDACTED
         assert lines[0]["timestamp"].endswith("Z") and len(lines[0]["timestamp"]) == 24
         assert "4111111111111111" not in lines[1]["event"]
+    finally:
+        logging.getLogger().handlers.clear()
+        structlog.reset_defaults()
+
+
+@pytest.mark.parametrize("name", ["aiosqlite", "asyncpg", "sqlalchemy.engine.Engine"])
+def test_database_libraries_never_log_statements_even_at_debug(
+    capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    # They log each statement with its values (a webhook's secret, say) at DEBUG or INFO.
+    configure_logging("DEBUG")
+    try:
+        logging.getLogger(name).debug("INSERT ... ('whsec_x')")
+        logging.getLogger(name).info("INSERT ... ('whsec_x')")
+        logging.getLogger("tucano.anything").debug("kept")
+        lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+        assert [line["event"] for line in lines] == ["kept"]
     finally:
         logging.getLogger().handlers.clear()
         structlog.reset_defaults()

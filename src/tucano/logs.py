@@ -25,12 +25,19 @@ _SECRET_KEYS = re.compile(
 # 13 to 19 digits, optionally grouped by spaces or dashes: the shapes a card number comes in.
 _CARD_NUMBER = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
 REDACTED = "[REDACTED]"
+# Tucano's own secrets and tokens, wherever a caller puts them (a path, a header echoed in a
+# line): client secrets, webhook signing secrets, and JWTs (access and checkout tokens).
+_SECRET_VALUE = re.compile(
+    r"\b(?:tsk_[A-Za-z0-9_-]+|whsec_[A-Za-z0-9+/=]+|eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)"
+)
 # UUIDs (transaction ids, link ids in paths) have digit runs a card number's shape would match.
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def _scrub_text(text: str) -> str:
-    """`text` with every card-number shape masked, except inside UUIDs."""
+    """`text` with Tucano's secrets and every card-number shape masked (except inside UUIDs)."""
+    if ("_" in text or "eyJ" in text) and _SECRET_VALUE.search(text):
+        text = _SECRET_VALUE.sub(REDACTED, text)
     if not _CARD_NUMBER.search(text):
         return text
     kept, start = [], 0
@@ -109,7 +116,10 @@ def configure_logging(level: str = "INFO") -> None:
         logger = logging.getLogger(name)
         logger.handlers[:] = []
         logger.propagate = True
-    # Alembic narrates every plugin it loads; keep its warnings only.
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    # Alembic narrates every plugin it loads; keep its warnings only. The database libraries
+    # log each statement with its values at DEBUG (and SQLAlchemy at INFO): secrets and card
+    # data would reach the log whatever TUCANO_LOG_LEVEL says, so they keep warnings only too.
+    for name in ("alembic", "aiosqlite", "asyncpg", "sqlalchemy"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     # Our edge middleware writes the one line per request; uvicorn's access log would be a second.
     logging.getLogger("uvicorn.access").disabled = True
