@@ -76,6 +76,11 @@ def test_production_needs_the_secret_key(monkeypatch: pytest.MonkeyPatch) -> Non
         ("TUCANO_PUBLIC_URL", "pay.example.com"),
         # A lease shorter than two attempts' timeout could run out while an attempt is open.
         ("TUCANO_DELIVERY_LEASE_SECONDS", "20"),
+        # Each of these raised an error pydantic does not catch (a traceback at start).
+        ("TUCANO_LOG_LEVEL", "LOUD"),
+        ("TUCANO_RETRY_SCHEDULE", "99999999999d"),
+        ("TUCANO_RESULT_RETENTION", "99999999999d"),
+        ("TUCANO_DATABASE_URL", "postgresql+asyncpg://u:p@127.0.0.1:notaport/db"),
     ],
 )
 def test_bad_values_name_their_variable(
@@ -84,6 +89,45 @@ def test_bad_values_name_their_variable(
     monkeypatch.setenv(variable, value)
     with pytest.raises(ConfigurationError, match=variable):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            "notacidr",
+            "TUCANO_WEBHOOK_ALLOWED_NETWORKS: 'notacidr' is not a network such as 127.0.0.0/8",
+        ),
+        (
+            "10.1.2.3/8",
+            "TUCANO_WEBHOOK_ALLOWED_NETWORKS: '10.1.2.3/8' has host bits set; did you "
+            "mean 10.0.0.0/8?",
+        ),
+    ],
+)
+def test_a_bad_network_is_shown_with_what_is_wrong(
+    monkeypatch: pytest.MonkeyPatch, value: str, message: str
+) -> None:
+    monkeypatch.setenv("TUCANO_WEBHOOK_ALLOWED_NETWORKS", f"127.0.0.0/8, {value}")
+    with pytest.raises(ConfigurationError) as raised:
+        load_settings()
+    assert str(raised.value) == message
+
+
+def test_log_level_is_read_in_any_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUCANO_LOG_LEVEL", "debug")
+    assert load_settings().log_level == "DEBUG"
+
+
+def test_libpq_sslmode_is_asyncpgs_ssl(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The form providers hand out; asyncpg refuses `sslmode` as an unknown argument.
+    monkeypatch.setenv(
+        "TUCANO_DATABASE_URL", "postgresql://app:pw@db.example.com:6543/pay?sslmode=require"
+    )
+    assert (
+        load_settings().database_url
+        == "postgresql+asyncpg://app:pw@db.example.com:6543/pay?ssl=require"
+    )
 
 
 def test_durations() -> None:

@@ -10,12 +10,15 @@ from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./tucano.db"
 DEFAULT_RETRY_SCHEDULE = "5s,5m,30m,2h,5h,10h,10h"
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class Environment(StrEnum):
@@ -27,12 +30,19 @@ class ConfigurationError(Exception):
     """The configuration cannot run the service; the message names the variable to set."""
 
 
+# Longer than any delay or period the service has a use for, and far inside timedelta's range.
+LONGEST_DURATION = timedelta(days=3650)
+
+
 def parse_duration(text: str) -> timedelta:
     """Parse `5s`, `5m`, `2h`, `1d`, `250ms` or bare seconds into a timedelta."""
     match = _DURATION.match(text)
     if not match:
         raise ValueError(f"{text!r} is not a duration such as 5s, 5m, 2h or 1d")
-    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"])
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
+    if seconds > LONGEST_DURATION.total_seconds():
+        raise ValueError(f"{text.strip()!r} is longer than {LONGEST_DURATION.days} days")
+    return timedelta(seconds=seconds)
 
 
 def _split_list(value: Any) -> Any:
@@ -81,7 +91,23 @@ class Settings(BaseSettings):
     @field_validator("webhook_allowed_networks", mode="before")
     @classmethod
     def _parse_networks(cls, value: Any) -> Any:
-        return _split_list(value)
+        items = _split_list(value)
+        if not isinstance(items, list):
+            return items
+        networks = []
+        for item in items:
+            if not isinstance(item, str):
+                networks.append(item)
+                continue
+            try:
+                networks.append(ipaddress.ip_network(item))
+            except ValueError:
+                try:
+                    loose = ipaddress.ip_network(item, strict=False)
+                except ValueError:
+                    raise ValueError(f"{item!r} is not a network such as 127.0.0.0/8") from None
+                raise ValueError(f"{item!r} has host bits set; did you mean {loose}?") from None
+        return networks
 
     @field_validator("retry_schedule", mode="before")
     @classmethod
@@ -98,6 +124,14 @@ class Settings(BaseSettings):
     @classmethod
     def _parse_period(cls, value: Any) -> Any:
         return parse_duration(value) if isinstance(value, str) else value
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in _LOG_LEVELS:
+            raise ValueError(f"{value!r} is not one of {', '.join(_LOG_LEVELS)}")
+        return level
 
     @field_validator("public_url")
     @classmethod
@@ -116,6 +150,16 @@ class Settings(BaseSettings):
             value = "sqlite+aiosqlite://" + value.split("://", 1)[1]
         if not value.startswith(("postgresql+asyncpg://", "sqlite+aiosqlite://")):
             raise ValueError("must be postgresql+asyncpg://... or sqlite+aiosqlite:///path")
+        try:
+            url = make_url(value)
+            _ = url.port  # a port that is not a number fails here, not at the first connection
+        except (ArgumentError, ValueError):
+            raise ValueError("is not a valid database URL") from None
+        # libpq's `sslmode`, as providers hand URLs out, is asyncpg's `ssl` (same values).
+        if url.drivername == "postgresql+asyncpg" and "sslmode" in url.query:
+            mode = url.query["sslmode"]
+            url = url.difference_update_query(["sslmode"]).update_query_dict({"ssl": mode})
+            value = url.render_as_string(hide_password=False)
         return value
 
     @model_validator(mode="after")

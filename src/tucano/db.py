@@ -341,4 +341,5 @@ async def connect_asyncpg(database_url: str, *, database: str | None = None) -> 
         user=url.username,
         password=url.password,
         database=database or url.database,
+        ssl=url.query.get("ssl"),  # as SQLAlchemy passes it, so LISTEN connects as queries do
     )
