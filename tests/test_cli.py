@@ -123,6 +123,8 @@ def test_clients_create_scopes(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "root" in bad.stderr
     missing = run_tucano("clients", "create", cwd=tmp_path)
     assert missing.returncode != 0
+    no_scope = run_tucano("clients", "create", "--customer-id", "1", "--scope", "", cwd=tmp_path)
+    assert no_scope.returncode == 2 and "at least one scope" in no_scope.stderr
     too_large = run_tucano("clients", "create", "--customer-id", str(2**63), cwd=tmp_path)
     assert too_large.returncode == 2
     assert "--customer-id" in too_large.stderr and "Traceback" not in too_large.stderr
@@ -133,6 +135,59 @@ def test_migrate_is_idempotent(tmp_path: Path) -> None:
         result = run_tucano("migrate", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout.strip().splitlines()[-1])["migrated"] is True
+
+
+def test_migrate_shows_the_database_without_its_password() -> None:
+    from tucano.cli import _safe_url
+
+    shown = _safe_url("postgresql+asyncpg://app:Pw1@db:5432/pay?password=Pw2&ssl=require")
+    assert shown == "postgresql+asyncpg://app:***@db:5432/pay?password=hidden&ssl=require"
+
+
+def test_no_migrate_refuses_a_schema_it_cannot_run_on(tmp_path: Path) -> None:
+    from tucano.migrations import upgrade
+
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
+    env = clean_env(TUCANO_DATABASE_URL=database_url)
+    for command in (("serve", "--no-migrate"), ("worker", "--no-migrate")):
+        empty = run_tucano(*command, cwd=tmp_path, env=env)
+        assert empty.returncode == 2, empty
+        assert (
+            empty.stderr == "tucano: the database has no schema yet: run `tucano migrate` first\n"
+        )
+    upgrade(database_url, "0008_previous_secrets")  # an older release's schema
+    for command in (
+        ("serve", "--no-migrate"),
+        ("worker", "--no-migrate"),
+        ("clients", "create", "--customer-id", "1", "--no-migrate"),
+    ):
+        older = run_tucano(*command, cwd=tmp_path, env=env)
+        assert older.returncode == 2, older
+        assert "this release needs" in older.stderr and "run `tucano migrate` first" in older.stderr
+    assert run_tucano("migrate", cwd=tmp_path, env=env).returncode == 0
+    _set_revision(tmp_path / "old.db", "0099_from_a_later_release")
+    for command in (("serve", "--no-migrate"), ("migrate",)):
+        newer = run_tucano(*command, cwd=tmp_path, env=env)
+        assert newer.returncode == 2, newer
+        assert newer.stderr.startswith(
+            "tucano: the database's schema (0099_from_a_later_release) is newer than this release"
+        )
+
+
+def _set_revision(path: Path, revision: str) -> None:
+    import sqlite3
+
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE alembic_version SET version_num = ?", (revision,))
+
+
+def test_an_unreachable_database_is_one_line(tmp_path: Path) -> None:
+    env = clean_env(TUCANO_DATABASE_URL="postgresql+asyncpg://postgres@127.0.0.1:1/nodb")
+    for command in (("serve", "--no-migrate"), ("worker",)):
+        result = run_tucano(*command, cwd=tmp_path, env=env)
+        assert result.returncode == 2, result
+        assert result.stderr.startswith("tucano: could not reach the database: ")
+        assert len(result.stderr.splitlines()) == 1
 
 
 def test_migrations_ship_inside_the_package() -> None:

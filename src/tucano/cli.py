@@ -38,13 +38,26 @@ def _settings() -> Settings:
         _fail(str(exc))
 
 
-def _migrate(settings: Settings) -> None:
-    from tucano.migrations import upgrade
+def _prepare_database(settings: Settings, *, migrate: bool) -> None:
+    """Migrate (or, with --no-migrate, check that nothing is pending), so that a process never
+    starts on a schema it cannot run on: it would fail request by request, saying why nowhere."""
+    from tucano.migrations import schema_problem, upgrade
 
     try:
-        upgrade(settings.database_url)
+        problem = schema_problem(settings.database_url, migrating=migrate)
     except Exception as exc:
-        _fail(f"could not migrate the database: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+        _fail(f"could not reach the database: {_first_line(exc)}")
+    if problem:
+        _fail(problem)
+    if migrate:
+        try:
+            upgrade(settings.database_url)
+        except Exception as exc:
+            _fail(f"could not migrate the database: {_first_line(exc)}")
+
+
+def _first_line(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
 
 
 @app.command()
@@ -66,8 +79,7 @@ def serve(
 
     settings = _settings()
     configure_logging(settings.log_level)
-    if migrate:
-        _migrate(settings)
+    _prepare_database(settings, migrate=migrate)
     _exit_cleanly_after_sigterm()
     app = create_app(settings, background=worker)
     tune_garbage_collector()
@@ -93,8 +105,7 @@ def worker_command(
 
     settings = _settings()
     configure_logging(settings.log_level)
-    if migrate:
-        _migrate(settings)
+    _prepare_database(settings, migrate=migrate)
     tune_garbage_collector()
     raise_open_files_limit()
     try:
@@ -127,7 +138,7 @@ def migrate_command() -> None:
 
     settings = _settings()
     configure_logging(settings.log_level)
-    _migrate(settings)
+    _prepare_database(settings, migrate=True)
     typer.echo(json.dumps({"migrated": True, "database": _safe_url(settings.database_url)}))
 
 
@@ -149,6 +160,7 @@ def create_client_command(
         ),
     ] = None,
     name: Annotated[str | None, typer.Option("--name", help="A label for the client.")] = None,
+    migrate: Annotated[bool, typer.Option(help="Apply pending migrations first.")] = True,
 ) -> None:
     """Create an API client and print its credentials once, as one JSON object."""
     from tucano.auth.service import create_client, parse_scopes
@@ -157,10 +169,10 @@ def create_client_command(
 
     settings = _settings()
     try:
-        scopes = parse_scopes(scope) if scope else MERCHANT_SCOPES
+        scopes = parse_scopes(scope) if scope is not None else MERCHANT_SCOPES
     except ValueError as exc:
         _fail(str(exc))
-    _migrate(settings)
+    _prepare_database(settings, migrate=migrate)
 
     async def run() -> dict[str, object]:
         database = Database(settings.database_url, pool_size=1)
@@ -195,9 +207,12 @@ def _exit_cleanly_after_sigterm() -> None:
 
 
 def _safe_url(url: str) -> str:
+    """The URL to show: its password hidden, in the user part or in the query."""
     from sqlalchemy.engine import make_url
 
-    return make_url(url).render_as_string(hide_password=True)
+    parsed = make_url(url)
+    hidden = {key: "hidden" for key in parsed.query if "pass" in key.lower()}
+    return parsed.update_query_dict(hidden).render_as_string(hide_password=True)
 
 
 def main() -> None:

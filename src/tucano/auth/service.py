@@ -27,7 +27,8 @@ def hash_client_secret(client_secret: str) -> str:
 
 
 def parse_scopes(requested: Iterable[str]) -> tuple[Scope, ...]:
-    """Validate scope names; raises ValueError naming the unknown one."""
+    """Validate scope names; raises ValueError naming the unknown one, or when none is named
+    (a client that may do nothing is a mistake, not a client)."""
     known = {s.value: s for s in Scope}
     result: list[Scope] = []
     for name in requested:
@@ -36,6 +37,8 @@ def parse_scopes(requested: Iterable[str]) -> tuple[Scope, ...]:
                 raise ValueError(f"unknown scope {part!r}; known: {', '.join(known)}")
             if known[part] not in result:
                 result.append(known[part])
+    if not result:
+        raise ValueError(f"name at least one scope; known: {', '.join(known)}")
     return tuple(result)
 
 

@@ -7,10 +7,13 @@ and then find the schema at head.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
 MIGRATIONS_DIR = Path(__file__).parent
 
@@ -30,3 +33,41 @@ def upgrade(database_url: str, revision: str = "head") -> None:
 
 def downgrade(database_url: str, revision: str) -> None:
     command.downgrade(alembic_config(database_url), revision)
+
+
+def schema_problem(database_url: str, *, migrating: bool) -> str | None:
+    """Why this release cannot run on the database's schema, or None. `migrating`: pending
+    migrations are about to be applied, so only a schema newer than this release is a problem.
+    Blocking, like `upgrade`; a failure to reach the database propagates."""
+    scripts = ScriptDirectory.from_config(alembic_config(database_url))
+    head = scripts.get_current_head()
+    known = {script.revision for script in scripts.walk_revisions()}
+    current = asyncio.run(_current_revisions(database_url))
+    if unknown := sorted(current - known):
+        return (
+            f"the database's schema ({unknown[0]}) is newer than this release (whose last "
+            f"migration is {head}): run the release that migrated it, or a newer one"
+        )
+    if migrating or current == {head}:
+        return None
+    if not current:
+        return "the database has no schema yet: run `tucano migrate` first"
+    return (
+        f"the database's schema is at {', '.join(sorted(current))} and this release needs "
+        f"{head}: run `tucano migrate` first"
+    )
+
+
+async def _current_revisions(database_url: str) -> set[str]:
+    from sqlalchemy.ext.asyncio import create_async_engine
+    from sqlalchemy.pool import NullPool
+
+    engine = create_async_engine(database_url, poolclass=NullPool)
+    try:
+        async with engine.connect() as connection:
+            heads = await connection.run_sync(
+                lambda sync: MigrationContext.configure(sync).get_current_heads()
+            )
+    finally:
+        await engine.dispose()
+    return set(heads)
