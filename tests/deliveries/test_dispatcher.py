@@ -179,3 +179,50 @@ async def test_a_claim_under_way_when_changes_were_missed_is_given_back(
     monkeypatch.setattr(service, "claim_due_deliveries", claim_later)
     await worker._claim(10)
     assert worker._dispatcher.waiting == 3
+
+
+async def test_failed_claims_pause_longer_each_time_and_log_one_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from structlog.testing import capture_logs
+
+    settings = make_settings("sqlite+aiosqlite:///unused.db")
+    worker = DeliveryWorker(Database(settings.database_url), settings)
+    attempts = 0
+    database_up = False
+
+    async def claim(*_args: Any, **_kwargs: Any) -> Claim:
+        nonlocal attempts
+        attempts += 1
+        if not database_up:
+            raise OSError("connection refused")
+        return Claim([], more_due=False)
+
+    monkeypatch.setattr(service, "claim_due_deliveries", claim)
+    with capture_logs() as logs:
+        now = 1000.0
+        monkeypatch.setattr("tucano.deliveries.worker.time.monotonic", lambda: now)
+        await worker._claim(10)
+        await worker._claim(10)  # at once: paused, the database is not asked
+        assert attempts == 1
+        pauses = []
+        for _ in range(6):
+            now = worker._claims_paused_until
+            await worker._claim(10)
+            pauses.append(worker._claims_paused_until - now)
+        assert attempts == 7
+        assert pauses == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]  # doubling from 0.5 s, up to 8 s
+        database_up = True
+        now = worker._claims_paused_until
+        await worker._claim(10)
+        now += 0.01
+        await worker._claim(10)  # back to normal: no pause
+    assert attempts == 9
+    failed = [line for line in logs if line["event"] == "delivery_claim_failed"]
+    assert len(failed) == 7
+    assert failed[0]["log_level"] == "error" and failed[0].get("exc_info")
+    assert all(line["log_level"] == "warning" and "exc_info" not in line for line in failed[1:])
+    assert failed[-1]["error"] == "OSError: connection refused"
+    assert [
+        line["failuresInARow"] for line in logs if line["event"] == "delivery_claims_resumed"
+    ] == [7]

@@ -66,6 +66,9 @@ PREFETCH = 8
 # Slow attempts (and so extra senders) a worker may have beside its pool, per sender of the pool:
 # an attempt waiting on a hanging host costs a socket and a coroutine, no CPU.
 SLOW_ATTEMPTS_PER_SENDER = 16
+# After a failed claim (the database is down, say), claims pause 0.5 s, then twice as long after
+# each further failure, up to this: a worker neither hammers a sick database nor floods its log.
+CLAIM_PAUSE_MAX_SECONDS = 8.0
 
 
 def _target_key(url: str) -> str:
@@ -274,6 +277,8 @@ class DeliveryWorker:
         # A target this worker holds this many claimed deliveries for is left out of claims.
         self._saturated = PREFETCH * settings.delivery_concurrency_per_target
         self._more_due = False
+        self._claim_failures = 0  # in a row
+        self._claims_paused_until = 0.0  # monotonic
         # Webhooks changed or deleted lately (monotonic time, deleted?): a claim that started
         # before the change read the old values.
         self._changes: dict[int, tuple[float, bool]] = {}
@@ -357,6 +362,8 @@ class DeliveryWorker:
     async def _claim(self, room: int) -> None:
         dispatcher = self._dispatcher
         started = time.monotonic()
+        if started < self._claims_paused_until:
+            return
         full = [
             t
             for t in dispatcher.targets.values()
@@ -370,10 +377,24 @@ class DeliveryWorker:
                 lease=self.lease,
                 exclude_webhooks=[webhook_id for t in full for webhook_id in t.webhook_ids],
             )
-        except Exception:
-            log.exception("delivery_claim_failed")
+        except Exception as exc:
+            self._claim_failures += 1
+            pause = min(CLAIM_PAUSE_MAX_SECONDS, 0.5 * 2 ** min(self._claim_failures - 1, 10))
+            self._claims_paused_until = time.monotonic() + pause
+            if self._claim_failures == 1:
+                log.exception("delivery_claim_failed", pauseSeconds=pause)
+            else:  # the traceback was logged with the first failure
+                log.warning(
+                    "delivery_claim_failed",
+                    error=f"{type(exc).__name__}: {exc}"[:300],
+                    failuresInARow=self._claim_failures,
+                    pauseSeconds=pause,
+                )
             self._more_due = False  # the poll tries again
             return
+        if self._claim_failures:
+            log.info("delivery_claims_resumed", failuresInARow=self._claim_failures)
+            self._claim_failures = 0
         self._more_due = claim.more_due
         for webhook_id, (changed_at, _) in list(self._changes.items()):
             if changed_at < started - 60:
