@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from tucano.webhooks.url_safety import (
     TargetRefused,
     check_target_url,
+    is_allowed_address,
     is_public_address,
     literal_address,
     parse_legacy_ipv4,
@@ -134,3 +135,23 @@ async def test_a_name_resolving_to_loopback_is_refused_unless_allowed() -> None:
         dns_timeout=2,
     )
     assert target.host == "localhost"
+
+
+@pytest.mark.parametrize(
+    ("address", "allowed"),
+    [
+        ("::1", "127.0.0.0/8"),
+        ("127.0.0.1", "::1/128"),
+        ("::ffff:127.0.0.1", "127.0.0.0/8"),
+        ("127.3.2.1", "127.0.0.1/32"),
+    ],
+)
+def test_allowing_loopback_in_one_family_allows_it_in_the_other(address: str, allowed: str) -> None:
+    # `localhost` resolves to ::1 and 127.0.0.1 on most machines; 127.0.0.0/8 means "loopback".
+    assert is_allowed_address(ipaddress.ip_address(address), [ipaddress.ip_network(allowed)])
+
+
+def test_allowing_loopback_allows_nothing_else() -> None:
+    allowed = [ipaddress.ip_network("127.0.0.0/8")]
+    for address in ("10.0.0.1", "fe80::1", "::", "0.0.0.0", "169.254.169.254"):
+        assert not is_allowed_address(ipaddress.ip_address(address), allowed), address

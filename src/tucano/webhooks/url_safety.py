@@ -145,8 +145,22 @@ def is_public_address(address: IPAddress) -> bool:
     return True
 
 
+_LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+
+
 def is_allowed_address(address: IPAddress, allowed_networks: Sequence[IPNetwork]) -> bool:
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # ::ffff:10.1.2.3 is 10.1.2.3, allowed or not alike
     if any(address in network for network in allowed_networks):
+        return True
+    # Allowing loopback in one family allows it in the other: `localhost` resolves to ::1 as
+    # well as 127.0.0.1 on most machines, and TUCANO_WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8 (the
+    # documented setting for local development) would otherwise refuse it.
+    if address.is_loopback and any(
+        network.version == loopback.version and network.overlaps(loopback)
+        for network in allowed_networks
+        for loopback in _LOOPBACK
+    ):
         return True
     return is_public_address(address)
 
