@@ -91,7 +91,7 @@ async def test_a_nul_in_the_answer_is_dropped_and_other_text_kept(receiver: Rece
     assert result.error_message == "receiver answered HTTP 500"
 
 
-async def test_a_target_stored_with_an_unusual_ipv4_spelling_says_how_to_write_it(
+async def test_a_target_stored_with_an_ipv4_spelling_the_client_refuses_says_so(
     receiver: Receiver,
 ) -> None:
     # Registered before such spellings were refused: the history says what to change.
@@ -101,10 +101,8 @@ async def test_a_target_stored_with_an_unusual_ipv4_spelling_says_how_to_write_i
         result = await client.send(url, body=b"{}", headers={}, now=clock.now())
     finally:
         await client.close()
-    assert result.error_message == (
-        "refused: targetUrl host 127.1 is an IPv4 address in an unusual spelling; "
-        "write it as 127.0.0.1"
-    )
+    assert result.error_message is not None
+    assert result.error_message.startswith("targetUrl cannot be sent to: 127.1")
     assert receiver.received == []
 
 

@@ -27,7 +27,6 @@ from tucano.webhooks.url_safety import (
     literal_address,
     parse_target_url,
     refuse_unless_allowed,
-    refuse_unusual_spelling,
 )
 
 USER_AGENT = f"Tucano-Webhooks/{tucano.__version__}"
@@ -126,7 +125,6 @@ class Sender:
             target = parse_target_url(url, allow_http=self._allow_http)
             if target.literal_ip is not None:
                 refuse_unless_allowed(target.host, [target.literal_ip], self._allowed)
-                refuse_unusual_spelling(target)
             verdict = None
         except TargetRefused as exc:
             verdict = f"targetUrl {exc}"
@@ -181,6 +179,8 @@ class Sender:
             except aiohttp.ClientResponseError as exc:
                 error = f"the answer was not valid HTTP: {exc.message}"
             except aiohttp.InvalidURL as exc:
+                # Such as an IPv4 address in a spelling the client refuses (127.1), registered
+                # before registration refused them; spellings it reads as names still work.
                 error = f"targetUrl cannot be sent to: {exc}"
             except aiohttp.ClientConnectionError as exc:
                 error = f"connection error: {exc}"

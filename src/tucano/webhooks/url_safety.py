@@ -207,10 +207,10 @@ def parse_target_url(url: str, *, allow_http: bool) -> TargetUrl:
 
 
 def refuse_unusual_spelling(target: TargetUrl) -> None:
-    """An IPv4 address is written in dotted decimal: `127.1`, `2130706433` or `0x7f.0.0.1`
-    name an address to a resolver, but HTTP clients refuse them (or read them as names), so a
-    webhook registered with one would never be delivered. Checked after `refuse_unless_allowed`,
-    so that a non-public address says so whatever its spelling."""
+    """At registration, an IPv4 address is written in dotted decimal: `127.1`, `2130706433`
+    or `0x7f.0.0.1` name an address to a resolver, but HTTP clients refuse some of them (and read
+    others as names), so a webhook registered with one might never be delivered. Checked after
+    `refuse_unless_allowed`, so that a non-public address says so whatever its spelling."""
     address = target.literal_ip
     if isinstance(address, ipaddress.IPv4Address) and target.host != str(address):
         raise TargetRefused(
