@@ -1,12 +1,14 @@
 """Money: `Decimal` at the edges, integer cents in the database, never a binary float.
 
-`Money` is the pydantic type of every amount on the wire: a JSON number (not a string, not a
-boolean) with at most two decimals, from 0.01 to 999,999,999.99, kept as a `Decimal` quantized to
+`Money` is the pydantic type of every amount on the wire: a JSON number (or a string holding one
+in plain decimal notation, "10.50", as PIX APIs write amounts; not a boolean) with at most two
+decimals, from 0.01 to 999,999,999.99, kept as a `Decimal` quantized to
 cents, so it leaves as `10.50`, never `10.5`.
 """
 
 from __future__ import annotations
 
+import re
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Annotated, Any
 
@@ -17,9 +19,15 @@ MIN_AMOUNT = Decimal("0.01")
 MAX_AMOUNT = Decimal("999999999.99")
 
 
+# An amount sent as a string, as PIX APIs write them ("10.50"): plain decimal notation only.
+_DECIMAL_TEXT = re.compile(r"-?[0-9]{1,40}(?:\.[0-9]{1,40})?")
+
+
 def _number_only(value: Any) -> Any:
+    if isinstance(value, str) and _DECIMAL_TEXT.fullmatch(value):
+        return Decimal(value)
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
-        raise ValueError("must be a number")
+        raise ValueError('must be a number (or a string such as "10.50")')
     return value
 
 
@@ -53,7 +61,8 @@ Money = Annotated[
             "type": "number",
             "minimum": 0.01,
             "maximum": 999999999.99,
-            "description": "At most two decimals (cents).",
+            "description": "At most two decimals (cents). A string in plain decimal notation "
+            '("10.50") is accepted too.',
         }
     ),
 ]

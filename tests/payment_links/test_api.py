@@ -208,8 +208,13 @@ async def test_cpf_and_cnpj_are_accepted_and_stripped(
             new_link(amount=Decimal("1000000000.00")),
             "amount must be less than or equal to 999999999.99",
         ),
-        (new_link(amount="10.00"), "amount must be a number"),
+        (new_link(amount="ten"), "amount must be a number"),
+        (new_link(amount="1e2"), "amount must be a number"),  # plain notation only in a string
+        (new_link(amount=" 10.00"), "amount must be a number"),
+        (new_link(amount="10.001"), "amount must have at most 2 decimal places"),
+        (new_link(amount="0.00"), "amount must be greater than or equal to 0.01"),
         (new_link(amount=True), "amount must be a number"),
+        (new_link(amount=[10]), "amount must be a number"),
         (new_link(numbersInstallments=...), "numbersInstallments is required"),
         (new_link(numbersInstallments=0), "numbersInstallments must be greater than or equal to 1"),
         (new_link(numbersInstallments=11), "numbersInstallments must be less than or equal to 10"),
@@ -227,6 +232,18 @@ async def test_create_refuses_each_bad_field(
 ) -> None:
     error = assert_error_body(await post_link(merchant, body), 400, ErrorCode.INVALID_PARAMETERS)
     assert any(line.startswith(message) for line in error["errors"]), error
+
+
+async def test_an_amount_may_be_a_string_in_plain_decimal_notation(merchant: Merchant) -> None:
+    # As PIX APIs write amounts; it is the same request as the number, for idempotency too.
+    key = str(uuid.uuid4())
+    as_text = await post_link(merchant, new_link(amount="10.5"), headers={"x-transaction-id": key})
+    assert as_text.status_code == 200, as_text.text
+    assert b'"amount":10.50' in as_text.content
+    as_number = await post_link(
+        merchant, new_link(amount=Decimal("10.50")), headers={"x-transaction-id": key}
+    )
+    assert as_number.content == as_text.content
 
 
 async def test_limits_are_inclusive(merchant: Merchant) -> None:

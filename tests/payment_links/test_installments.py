@@ -54,7 +54,8 @@ def test_cents_round_trip(amount_cents: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "value", [Decimal("10.555"), Decimal("0.00"), Decimal("-1"), "10.00", True, Decimal("1e10")]
+    "value",
+    [Decimal("10.555"), Decimal("0.00"), Decimal("-1"), "1e1", "10.", "", True, Decimal("1e10")],
 )
 def test_money_refuses(value: object) -> None:
     with pytest.raises(ValidationError):
@@ -68,6 +69,8 @@ def test_money_refuses(value: object) -> None:
         (10, "10.00"),
         (Decimal("0.01"), "0.01"),
         (Decimal("999999999.99"), "999999999.99"),
+        ("10.5", "10.50"),  # a string in plain decimal notation, as PIX APIs write amounts
+        ("7", "7.00"),
     ],
 )
 def test_money_keeps_two_decimals(value: object, expected: str) -> None:
