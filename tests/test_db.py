@@ -7,6 +7,7 @@ import asyncio
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
+from uuid import uuid4
 
 import pytest
 from sqlalchemy import text
@@ -112,3 +113,55 @@ async def test_concurrent_first_uses_open_one_pool() -> None:
         assert len({id(pool) for pool in pools}) == 1
     finally:
         await database.dispose()
+
+
+async def test_a_lost_database_connection_is_a_503_to_retry_not_a_500(
+    private_database: Database,
+) -> None:
+    from tests.conftest import make_settings
+    from tests.helpers import assert_error_body, start_service
+    from tucano.db import connect_asyncpg
+    from tucano.errors import ErrorCode
+
+    if private_database.dialect != "postgresql":
+        pytest.skip("PostgreSQL: its connections can be terminated from outside")
+    running = await start_service(make_settings(private_database.url), private_database)
+    try:
+        merchant = await running.merchant()
+        link = await merchant.post(
+            "/payment-link/v1",
+            json={
+                "payerName": "Ana",
+                "registrationNumber": "52998224725",
+                "amount": 10,
+                "numbersInstallments": 1,
+                "expirationDays": 1,
+            },
+            headers={"x-transaction-id": "6f1c2d3e-4a5b-4c6d-8e7f-901234567890"},
+        )
+        read_link = f"/payment-link/v1/{link.json()['linkPaymentUuid']}"
+        requests = [("/webhook/v1/list", {}), (read_link, {"x-transaction-id": str(uuid4())})]
+        for path, headers in requests * 4:  # both kinds of pool hold a few connections
+            assert (await merchant.get(path, headers=headers)).status_code == 200
+        admin = await connect_asyncpg(private_database.url)
+        try:
+            # An administrator (or a failover) ends every connection of Tucano's.
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        finally:
+            await admin.close()
+        statuses = []
+        for path, headers in requests * 6:
+            response = await merchant.get(
+                path, headers={**headers, "x-transaction-id": str(uuid4())} if headers else {}
+            )
+            statuses.append(response.status_code)
+            if response.status_code == 503:
+                assert_error_body(response, 503, ErrorCode.UNAVAILABLE)
+                assert response.headers["retry-after"] == "1"
+        assert 503 in statuses and 500 not in statuses, statuses
+        assert statuses[-2:] == [200, 200], statuses  # the pools heal on their own
+    finally:
+        await running.stop()

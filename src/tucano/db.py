@@ -343,3 +343,31 @@ async def connect_asyncpg(database_url: str, *, database: str | None = None) -> 
         database=database or url.database,
         ssl=url.query.get("ssl"),  # as SQLAlchemy passes it, so LISTEN connects as queries do
     )
+
+
+def is_database_unavailable(exc: BaseException) -> bool:
+    """True when `exc` (or what caused it) says the database could not be used just now: a
+    connection lost or refused, the pool exhausted, SQLite's lock held past its busy timeout.
+    Such a request is worth retrying (503), unlike a fault in Tucano (500)."""
+    import asyncpg
+    from sqlalchemy import exc as sa
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, sa.DBAPIError) and current.connection_invalidated:
+            return True
+        if isinstance(
+            current,
+            sa.TimeoutError  # no pooled connection free in time
+            | asyncpg.PostgresConnectionError  # lost, or never made
+            | asyncpg.OperatorInterventionError  # terminated by an administrator, shutting down
+            | asyncpg.InterfaceError  # the connection is closed or in an unusable state
+            | ConnectionError,
+        ):
+            return True
+        if isinstance(current, sqlite3.OperationalError) and "locked" in str(current):
+            return True  # another writer held SQLite's lock past the busy timeout
+        current = current.__cause__ or current.__context__
+    return False

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tucano.db import is_database_unavailable
 from tucano.errors import ErrorCode, error_response
 
 log = structlog.get_logger("tucano.request")
@@ -87,7 +88,9 @@ class EdgeMiddleware:
                     raise _BodyTooLarge(self.max_body_bytes)
             return message
 
-        async def answer(code: ErrorCode, *errors: str) -> None:
+        async def answer(
+            code: ErrorCode, *errors: str, headers: dict[str, str] | None = None
+        ) -> None:
             if code is ErrorCode.PAYLOAD_TOO_LARGE and scope["path"].startswith(OAUTH_PREFIX):
                 # The token endpoint answers every client error the RFC 6749 (5.2) way.
                 response: Response = JSONResponse(
@@ -96,7 +99,7 @@ class EdgeMiddleware:
                     headers={"Cache-Control": "no-store"},
                 )
             else:
-                response = error_response(code, transaction_id, errors=errors)
+                response = error_response(code, transaction_id, errors=errors, headers=headers)
             await response(scope, receive, send_with_id)
 
         try:
@@ -114,10 +117,25 @@ class EdgeMiddleware:
         except _BodyTooLarge:
             if not response["started"]:
                 await answer(ErrorCode.PAYLOAD_TOO_LARGE, self._limit_text())
-        except Exception:
-            log.exception("unhandled_error", method=scope["method"], path=scope["path"])
-            if not response["started"]:
-                await answer(ErrorCode.UNEXPECTED)
+        except Exception as exc:
+            if is_database_unavailable(exc):
+                # Not a fault of Tucano's: worth retrying, and one line in the log, not a trace.
+                log.warning(
+                    "database_unavailable",
+                    method=scope["method"],
+                    path=scope["path"],
+                    error=f"{type(exc).__name__}: {exc}"[:300],
+                )
+                if not response["started"]:
+                    await answer(
+                        ErrorCode.UNAVAILABLE,
+                        "the database could not be used just now; retry",
+                        headers={"Retry-After": "1"},
+                    )
+            else:
+                log.exception("unhandled_error", method=scope["method"], path=scope["path"])
+                if not response["started"]:
+                    await answer(ErrorCode.UNEXPECTED)
         finally:
             log.info(
                 "request",
