@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import pytest
 import structlog
 
-from tucano.logs import REDACTED, configure_logging, scrub_secrets
+from tucano.logs import LONGEST_LOGGED_TEXT, REDACTED, configure_logging, scrub_secrets
 
 
 def test_secret_keys_and_card_numbers_are_masked() -> None:
@@ -46,6 +47,23 @@ def test_tucanos_own_secrets_are_masked_wherever_they_appear() -> None:
     assert event["path"] == f"/webhook/v1/{REDACTED}"
     assert event["transactionId"] == f"{REDACTED} and {REDACTED}"
     assert event["note"] == "client tci_abc asked"
+
+
+@pytest.mark.parametrize("unit", ["-eyJ", "eyJ.", "tsk_", "1 ", "-whsec_"])
+def test_no_text_makes_the_scrubber_slow(unit: str) -> None:
+    # A path is logged on every request, before authentication: a pattern that backtracks
+    # (quadratic on "-eyJ-eyJ...": 2 s for 64 KB) would let anyone stall the process.
+    from tucano.logs import _SECRET_VALUE
+
+    text = unit * 50_000  # 200 KB or more: quadratic takes about 20 s, linear milliseconds
+    started = time.perf_counter()
+    _SECRET_VALUE.sub(REDACTED, text)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_long_text_is_cut_before_it_is_logged() -> None:
+    event = scrub_secrets(None, "info", {"event": "request", "path": "/x" * 50_000})
+    assert len(event["path"]) == LONGEST_LOGGED_TEXT + len("...(cut)")
 
 
 def test_uuids_are_not_taken_for_card_numbers() -> None:

@@ -27,15 +27,23 @@ _CARD_NUMBER = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
 REDACTED = "[REDACTED]"
 # Tucano's own secrets and tokens, wherever a caller puts them (a path, a header echoed in a
 # line): client secrets, webhook signing secrets, and JWTs (access and checkout tokens).
+# Linear in the text: a match may start only where a token can (the look-behind), and no
+# quantifier gives back what it took (possessive), so no input makes the scan quadratic.
 _SECRET_VALUE = re.compile(
-    r"\b(?:tsk_[A-Za-z0-9_-]+|whsec_[A-Za-z0-9+/=]+|eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)"
+    r"(?<![A-Za-z0-9_-])"
+    r"(?:tsk_[A-Za-z0-9_-]++|whsec_[A-Za-z0-9+/=]++|eyJ[A-Za-z0-9_-]*+\.[A-Za-z0-9_-]++\.[A-Za-z0-9_-]*+)"
 )
+# Longer text in a log line is cut (a 64 KB path says no more than its first 2 KB).
+LONGEST_LOGGED_TEXT = 2048
 # UUIDs (transaction ids, link ids in paths) have digit runs a card number's shape would match.
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def _scrub_text(text: str) -> str:
-    """`text` with Tucano's secrets and every card-number shape masked (except inside UUIDs)."""
+    """`text` with Tucano's secrets and every card-number shape masked (except inside UUIDs),
+    cut to LONGEST_LOGGED_TEXT characters."""
+    if len(text) > LONGEST_LOGGED_TEXT:
+        text = text[:LONGEST_LOGGED_TEXT] + "...(cut)"
     if ("_" in text or "eyJ" in text) and _SECRET_VALUE.search(text):
         text = _SECRET_VALUE.sub(REDACTED, text)
     if not _CARD_NUMBER.search(text):
