@@ -657,6 +657,19 @@ async def test_report_as_csv_lists_every_matched_link(merchant: Merchant) -> Non
     assert all(r["amount"] == "150.00" and r["status"] == "CREATED" for r in rows)
 
 
+async def test_a_csv_cell_stays_one_cell_with_either_separator(merchant: Merchant) -> None:
+    # `;` is Excel's separator in pt-BR: unquoted, "a;=cmd" would put a formula in a cell.
+    await create(merchant, description="a;=cmd|' /C calc'!A0;")
+    response = await merchant.get(
+        f"{BASE}/report", params=window(), headers={**tx(), "Accept": "text/csv"}
+    )
+    for separator in (",", ";", "\t"):
+        cells = [
+            c for row in csv.reader(io.StringIO(response.text), delimiter=separator) for c in row
+        ]
+        assert not any(cell.startswith(("=", "+", "-", "@")) for cell in cells), separator
+
+
 async def test_csv_streams_in_chunks_without_gaps_or_repeats(
     merchant: Merchant, monkeypatch: pytest.MonkeyPatch
 ) -> None:

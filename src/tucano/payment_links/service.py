@@ -7,6 +7,7 @@ import asyncio
 import csv
 import hashlib
 import io
+import re
 import secrets
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -684,10 +685,19 @@ CSV_COLUMNS = [
 ]
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# A separator a spreadsheet may split on (`;` in pt-BR Excel, whatever the file's own is, and
+# quotes do not protect it there) followed by what would start a formula in the next cell.
+_FORMULA_AFTER_SEPARATOR = re.compile(r"([,;\t])(?=[=+\-@\t\r])")
+
+
 def _csv_safe(value: object) -> str:
-    """A cell as text; one that a spreadsheet would run as a formula gets a leading quote."""
+    """A cell as text; what a spreadsheet would run as a formula, at the start of the cell or
+    after a separator it may split the cell on, gets a leading quote."""
     text = "" if value is None else str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    if any(separator in text for separator in ",;\t"):
+        text = _FORMULA_AFTER_SEPARATOR.sub(r"\1'", text)
+    return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 CSV_CHUNK = 1000
