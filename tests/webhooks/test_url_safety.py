@@ -141,9 +141,9 @@ async def test_a_name_resolving_to_loopback_is_refused_unless_allowed() -> None:
     ("address", "allowed"),
     [
         ("::1", "127.0.0.0/8"),
+        ("::1", "127.0.0.1/32"),
         ("127.0.0.1", "::1/128"),
         ("::ffff:127.0.0.1", "127.0.0.0/8"),
-        ("127.3.2.1", "127.0.0.1/32"),
     ],
 )
 def test_allowing_loopback_in_one_family_allows_it_in_the_other(address: str, allowed: str) -> None:
@@ -151,7 +151,18 @@ def test_allowing_loopback_in_one_family_allows_it_in_the_other(address: str, al
     assert is_allowed_address(ipaddress.ip_address(address), [ipaddress.ip_network(allowed)])
 
 
-def test_allowing_loopback_allows_nothing_else() -> None:
-    allowed = [ipaddress.ip_network("127.0.0.0/8")]
-    for address in ("10.0.0.1", "fe80::1", "::", "0.0.0.0", "169.254.169.254"):
-        assert not is_allowed_address(ipaddress.ip_address(address), allowed), address
+@pytest.mark.parametrize(
+    ("address", "allowed"),
+    [
+        ("127.0.0.2", "127.0.0.1/32"),  # the twin of the loopback host only, not all loopback
+        ("127.0.0.2", "::1/128"),
+        ("::1", "127.0.0.2/32"),
+        ("10.0.0.1", "127.0.0.0/8"),
+        ("fe80::1", "127.0.0.0/8"),
+        ("::", "127.0.0.0/8"),
+        ("0.0.0.0", "127.0.0.0/8"),
+        ("169.254.169.254", "127.0.0.0/8"),
+    ],
+)
+def test_allowing_loopback_allows_nothing_else(address: str, allowed: str) -> None:
+    assert not is_allowed_address(ipaddress.ip_address(address), [ipaddress.ip_network(allowed)])

@@ -145,7 +145,9 @@ def is_public_address(address: IPAddress) -> bool:
     return True
 
 
-_LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+# The loopback host in each family: allowing one allows the other.
+_LOCALHOST = {ipaddress.ip_address("127.0.0.1"): ipaddress.ip_address("::1")}
+_LOCALHOST.update({v6: v4 for v4, v6 in list(_LOCALHOST.items())})
 
 
 def is_allowed_address(address: IPAddress, allowed_networks: Sequence[IPNetwork]) -> bool:
@@ -153,14 +155,11 @@ def is_allowed_address(address: IPAddress, allowed_networks: Sequence[IPNetwork]
         address = address.ipv4_mapped  # ::ffff:10.1.2.3 is 10.1.2.3, allowed or not alike
     if any(address in network for network in allowed_networks):
         return True
-    # Allowing loopback in one family allows it in the other: `localhost` resolves to ::1 as
-    # well as 127.0.0.1 on most machines, and TUCANO_WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8 (the
-    # documented setting for local development) would otherwise refuse it.
-    if address.is_loopback and any(
-        network.version == loopback.version and network.overlaps(loopback)
-        for network in allowed_networks
-        for loopback in _LOOPBACK
-    ):
+    # Allowing the loopback host in one family allows it in the other: `localhost` resolves to
+    # ::1 as well as 127.0.0.1 on most machines, and TUCANO_WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8
+    # (the documented setting for local development) would otherwise refuse it.
+    twin = _LOCALHOST.get(address)
+    if twin is not None and any(twin in network for network in allowed_networks):
         return True
     return is_public_address(address)
 
