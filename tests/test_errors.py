@@ -281,6 +281,24 @@ async def test_a_key_given_twice_in_a_body_is_refused(
     assert (await merchant.get("/webhook/v1/list")).json()["totalElements"] == 0
 
 
+@pytest.mark.parametrize(
+    ("body", "line"),
+    [
+        (b'{"\\ud800": 1, "\\ud800": 2}', "\\ud800 is given more than once in one object"),
+        (b'{"x": {"\\udfff": "\\u0000"}}', "x.\\udfff must not contain the NUL character"),
+    ],
+)
+async def test_a_lone_surrogate_named_in_an_error_is_written_escaped(
+    merchant: Merchant, body: bytes, line: str
+) -> None:
+    # UTF-8 cannot carry a lone surrogate: the answer failed (500) when an error named one.
+    response = await merchant.post(
+        "/webhook/v1/create", content=body, headers={"content-type": "application/json"}
+    )
+    error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+    assert error["errors"][0].startswith(line), error
+
+
 async def test_head_is_get_without_the_body(merchant: Merchant) -> None:
     got = await merchant.get("/webhook/v1/list")
     head = await merchant.request("HEAD", "/webhook/v1/list")

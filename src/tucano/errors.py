@@ -161,12 +161,20 @@ def error_response(
 ) -> Response:
     body = {
         "errorCode": int(code),
-        "message": message or code.message,
+        "message": _encodable(message or code.message),
         "timestamp": format_utc(clock.now()),
         "xTransactionId": transaction_id,
-        "errors": list(errors),
+        "errors": [_encodable(line) for line in errors],
     }
     return json_response(body, status_code=status_code or code.status, headers=headers)
+
+
+def _encodable(text: str) -> str:
+    """`text` as UTF-8 can carry it: a lone surrogate (a JSON key "\\ud800" named in an error)
+    is written as its escape, \\ud800, rather than fail the answer."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # --- turning pydantic's validation errors into one readable line per problem -----------------
