@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import given
@@ -166,3 +169,22 @@ def test_allowing_loopback_in_one_family_allows_it_in_the_other(address: str, al
 )
 def test_allowing_loopback_allows_nothing_else(address: str, allowed: str) -> None:
     assert not is_allowed_address(ipaddress.ip_address(address), [ipaddress.ip_network(allowed)])
+
+
+async def test_registration_resolves_even_when_the_loops_resolver_threads_are_busy() -> None:
+    # The delivery worker's lookups run on the event loop's threads; hosts slow to resolve can
+    # hold every one of them. Registration must still resolve `localhost` (and so refuse it, or
+    # here allow it), not run out of time and take it for a name that does not resolve yet.
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=2))  # what the loop resolves with
+    busy = [loop.run_in_executor(None, time.sleep, 1.5) for _ in range(4)]
+    try:
+        target = await check_target_url(
+            "https://localhost/",
+            allow_http=False,
+            allowed_networks=[ipaddress.ip_network("127.0.0.0/8")],
+            dns_timeout=1,
+        )
+        assert target.host == "localhost"
+    finally:
+        await asyncio.gather(*busy)

@@ -10,10 +10,12 @@ through, for local development.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import re
 import socket
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
@@ -229,12 +231,20 @@ def refuse_unless_allowed(
             )
 
 
+# Registration's lookups have threads of their own: the delivery worker's lookups share the
+# event loop's (four under uvloop), and hosts that are slow to resolve could hold all of them,
+# so that a registration's check ran out of time and took a private host for one that does
+# not resolve yet.
+_REGISTRATION_RESOLVER = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tucano-dns")
+
+
 async def resolve_addresses(host: str, port: int, *, dns_timeout: float) -> list[IPAddress]:
     """Every address the host resolves to (TCP), empty when it does not resolve."""
     loop = asyncio.get_running_loop()
+    lookup = functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
     try:
         infos = await asyncio.wait_for(
-            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout=dns_timeout
+            loop.run_in_executor(_REGISTRATION_RESOLVER, lookup), timeout=dns_timeout
         )
     except (TimeoutError, socket.gaierror, UnicodeError, OSError):
         return []
