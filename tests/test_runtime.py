@@ -3,6 +3,7 @@ worker's slow attempts may hold of it. In subprocesses, so the test run keeps it
 
 from __future__ import annotations
 
+import os
 import resource
 import subprocess
 import sys
@@ -55,3 +56,25 @@ def test_slow_attempts_keep_to_half_the_open_files_a_worker_may_have() -> None:
     assert run_with_soft_limit(400, code) == "136"
     # Plenty: 16 slow attempts per sender of the pool.
     assert run_with_soft_limit(PLENTY, code) == str(16 * 64)
+
+
+@pytest.mark.parametrize(("call_it", "at_least", "at_most"), [(True, 64, 1000), (False, 1, 20)])
+def test_the_event_loop_resolves_hosts_on_many_threads(
+    call_it: bool, at_least: int, at_most: int
+) -> None:
+    # A host slow to resolve holds one of these threads for seconds: four (libuv's default)
+    # let a few such hosts stall every delivery's lookup.
+    code = (
+        "import asyncio, os, uvloop; from tucano.runtime import size_resolver_threads\n"
+        f"{'size_resolver_threads()' if call_it else 'pass'}\n"
+        "async def main():\n"
+        "    await asyncio.get_running_loop().getaddrinfo('localhost', 80)\n"
+        "    print(len(os.listdir('/proc/self/task')))\n"
+        "uvloop.run(main())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "UV_THREADPOOL_SIZE"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert at_least <= int(done.stdout) <= at_most

@@ -75,11 +75,12 @@ def serve(
 
     from tucano.app import create_app
     from tucano.logs import configure_logging
-    from tucano.runtime import raise_open_files_limit, tune_garbage_collector
+    from tucano.runtime import raise_open_files_limit, size_resolver_threads, tune_garbage_collector
 
     settings = _settings()
     configure_logging(settings.log_level)
     _prepare_database(settings, migrate=migrate)
+    size_resolver_threads()
     _exit_cleanly_after_sigterm()
     app = create_app(settings, background=worker)
     tune_garbage_collector()
@@ -101,11 +102,12 @@ def worker_command(
 ) -> None:
     """Run only the delivery worker and periodic jobs (for scale-out on PostgreSQL)."""
     from tucano.logs import configure_logging
-    from tucano.runtime import raise_open_files_limit, tune_garbage_collector
+    from tucano.runtime import raise_open_files_limit, size_resolver_threads, tune_garbage_collector
 
     settings = _settings()
     configure_logging(settings.log_level)
     _prepare_database(settings, migrate=migrate)
+    size_resolver_threads()
     tune_garbage_collector()
     raise_open_files_limit()
     try:

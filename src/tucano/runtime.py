@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import resource
 
 # Allocations between two young-generation collections (CPython's default is 700). A server
@@ -38,3 +39,14 @@ def open_files_limit() -> int:
     """The soft limit on open files (a large number when there is none)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return 1 << 20 if soft == resource.RLIM_INFINITY else soft
+
+
+# Threads for the event loop's DNS lookups (libuv's pool; 4 unless set). Deliveries resolve their
+# hosts there, and a host slow to resolve holds a thread for seconds: with four, a few such hosts
+# stalled every other delivery's lookup.
+RESOLVER_THREADS = 64
+
+
+def size_resolver_threads() -> None:
+    """Call before the event loop starts. An operator's own UV_THREADPOOL_SIZE is kept."""
+    os.environ.setdefault("UV_THREADPOOL_SIZE", str(RESOLVER_THREADS))
