@@ -91,11 +91,11 @@ class EdgeMiddleware:
         async def answer(
             code: ErrorCode, *errors: str, headers: dict[str, str] | None = None
         ) -> None:
-            if code is ErrorCode.PAYLOAD_TOO_LARGE and scope["path"].startswith(OAUTH_PREFIX):
+            if code.status in (400, 413) and scope["path"].startswith(OAUTH_PREFIX):
                 # The token endpoint answers every client error the RFC 6749 (5.2) way.
                 response: Response = JSONResponse(
-                    {"error": "invalid_request", "error_description": errors[0]},
-                    status_code=413,
+                    {"error": "invalid_request", "error_description": (*errors, code.message)[0]},
+                    status_code=code.status,
                     headers={"Cache-Control": "no-store"},
                 )
             else:

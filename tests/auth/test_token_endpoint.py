@@ -203,6 +203,35 @@ async def test_a_repeated_parameter_is_invalid_request(service: RunningService) 
     assert response.json()["error"] == "invalid_request"
 
 
+async def test_parameters_it_does_not_know_are_ignored_even_repeated(
+    service: RunningService,
+) -> None:
+    # RFC 6749 3.2: "The authorization server MUST ignore unrecognized request parameters."
+    client_id, secret, _ = await service.client_credentials()
+    body = (
+        f"grant_type=client_credentials&client_id={client_id}&client_secret={secret}"
+        "&foo=1&foo=2&audience=x"
+    )
+    response = await service.http.post(
+        TOKEN, content=body, headers={"content-type": "application/x-www-form-urlencoded"}
+    )
+    assert response.status_code == 200, response.text
+
+
+async def test_a_nul_in_the_query_is_an_oauth_error(service: RunningService) -> None:
+    client_id, secret, _ = await service.client_credentials()
+    response = await service.http.post(
+        TOKEN + "?x=%00",
+        data={"grant_type": "client_credentials"},
+        headers=basic(client_id, secret),
+    )
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid_request",
+        "error_description": "query parameters must not contain NUL (%00)",
+    }
+
+
 async def test_a_subset_of_scopes_can_be_asked_for(service: RunningService) -> None:
     client_id, secret, _ = await service.client_credentials()
     response = await service.http.post(

@@ -26,6 +26,8 @@ _NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 OAuthErrorCode = Literal[
     "invalid_request", "invalid_client", "unsupported_grant_type", "invalid_scope"
 ]
+# What the token request defines (RFC 6749 4.4.2, 2.3.1); RFC 6749 3.2: others are ignored.
+_TOKEN_PARAMETERS = frozenset({"grant_type", "client_id", "client_secret", "scope"})
 
 
 def _oauth_error(error: OAuthErrorCode, description: str, *, status: int | None = None) -> Response:
@@ -87,6 +89,8 @@ async def issue_token(request: Request, session: ReadSessionDep) -> Response:
         return _oauth_error("invalid_request", "the body is not valid UTF-8")
     form: dict[str, str] = {}
     for key, value in pairs:
+        if key not in _TOKEN_PARAMETERS:
+            continue  # RFC 6749 3.2: parameters the server does not know are ignored
         if key in form:
             return _oauth_error("invalid_request", f"the parameter {key} is repeated")
         form[key] = value
