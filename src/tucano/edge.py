@@ -124,7 +124,8 @@ class EdgeMiddleware:
                     "database_unavailable",
                     method=scope["method"],
                     path=scope["path"],
-                    error=f"{type(exc).__name__}: {exc}"[:300],
+                    # The first line: SQLAlchemy's next ones are the statement.
+                    error=f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"[:300],
                 )
                 if not response["started"]:
                     await answer(
