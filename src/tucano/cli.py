@@ -41,23 +41,20 @@ def _settings() -> Settings:
 def _prepare_database(settings: Settings, *, migrate: bool) -> None:
     """Migrate (or, with --no-migrate, check that nothing is pending), so that a process never
     starts on a schema it cannot run on: it would fail request by request, saying why nowhere."""
+    from tucano.errors import exception_summary
     from tucano.migrations import schema_problem, upgrade
 
     try:
         problem = schema_problem(settings.database_url, migrating=migrate)
     except Exception as exc:
-        _fail(f"could not reach the database: {_first_line(exc)}")
+        _fail(f"could not reach the database: {exception_summary(exc)}")
     if problem:
         _fail(problem)
     if migrate:
         try:
             upgrade(settings.database_url)
         except Exception as exc:
-            _fail(f"could not migrate the database: {_first_line(exc)}")
-
-
-def _first_line(exc: Exception) -> str:
-    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+            _fail(f"could not migrate the database: {exception_summary(exc)}")
 
 
 @app.command()

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tucano.db import is_database_unavailable
-from tucano.errors import ErrorCode, error_response
+from tucano.errors import ErrorCode, error_response, exception_summary
 
 log = structlog.get_logger("tucano.request")
 
@@ -124,8 +124,7 @@ class EdgeMiddleware:
                     "database_unavailable",
                     method=scope["method"],
                     path=scope["path"],
-                    # The first line: SQLAlchemy's next ones are the statement.
-                    error=f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"[:300],
+                    error=exception_summary(exc)[:300],
                 )
                 if not response["started"]:
                     await answer(

@@ -52,6 +52,7 @@ from tucano.deliveries.wakeup import (
     wakeup,
     webhook_changes,
 )
+from tucano.errors import exception_summary
 from tucano.runtime import open_files_limit
 from tucano.webhooks.signing import delivery_headers
 
@@ -386,7 +387,7 @@ class DeliveryWorker:
             else:  # the traceback was logged with the first failure
                 log.warning(
                     "delivery_claim_failed",
-                    error=f"{type(exc).__name__}: {exc}"[:300],
+                    error=exception_summary(exc)[:300],
                     failuresInARow=self._claim_failures,
                     pauseSeconds=pause,
                 )

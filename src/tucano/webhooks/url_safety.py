@@ -148,8 +148,10 @@ def is_public_address(address: IPAddress) -> bool:
 
 
 # The loopback host in each family: allowing one allows the other.
-_LOCALHOST = {ipaddress.ip_address("127.0.0.1"): ipaddress.ip_address("::1")}
-_LOCALHOST.update({v6: v4 for v4, v6 in list(_LOCALHOST.items())})
+_LOCALHOST: dict[IPAddress, IPAddress] = {
+    ipaddress.ip_address("127.0.0.1"): ipaddress.ip_address("::1"),
+    ipaddress.ip_address("::1"): ipaddress.ip_address("127.0.0.1"),
+}
 
 
 def is_allowed_address(address: IPAddress, allowed_networks: Sequence[IPNetwork]) -> bool:
