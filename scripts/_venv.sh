@@ -11,8 +11,16 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
 fi
 install_tucano() {
-  # $1: the extras to install, e.g. "[test]" or "".
+  # $1: the extras to install, e.g. "[test]" or "". Skipped when nothing under src/ nor
+  # pyproject.toml changed since the last install with these extras (git writes the files it
+  # changes with a fresh time), so a second start takes no pip run and needs no package index.
+  stamp=".venv/.installed$1"
+  if [ -f "$stamp" ] && [ -z "$(find src pyproject.toml -newer "$stamp" -print -quit)" ]; then
+    return 0
+  fi
+  touch "$stamp.new"  # before the install: a file changed during it is newer than the stamp
   .venv/bin/python -m pip install --quiet ".$1"
   # Same version number, new code: make pip replace the installed copy.
   .venv/bin/python -m pip install --quiet --no-deps --force-reinstall .
+  mv "$stamp.new" "$stamp"
 }
