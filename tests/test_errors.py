@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.helpers import Merchant, RunningService, assert_error_body
 from tucano.errors import ErrorCode
@@ -223,6 +226,23 @@ async def test_health_reports_ok(service: RunningService) -> None:
     assert response.status_code == 200
     assert response.json()["status"] == "ok"
     assert (await service.http.get("/health/live")).json() == {"status": "ok"}
+
+
+async def test_health_is_a_503_to_retry_while_the_database_cannot_be_reached(
+    service: RunningService, tmp_path: Path
+) -> None:
+    unreachable = create_async_engine(f"sqlite+aiosqlite:///{tmp_path}/no/such/dir/tucano.db")
+    database = service.app.state.database
+    service.app.state.database = SimpleNamespace(engine=unreachable)
+    try:
+        response = await service.http.get("/health")
+    finally:
+        service.app.state.database = database
+        await unreachable.dispose()
+    error = assert_error_body(response, 503, ErrorCode.UNAVAILABLE)
+    assert error["errors"] == ["the database is not reachable"]
+    assert response.headers["retry-after"] == "1"
+    assert (await service.http.get("/health")).status_code == 200
 
 
 async def test_an_unserved_method_is_405_before_authentication(service: RunningService) -> None:

@@ -69,6 +69,11 @@ async def test_document_lists_every_operation_with_errors_and_security(
     create = document["components"]["schemas"]["WebhookCreate"]
     assert set(create["required"]) == {"targetUrl", "eventType"}
     assert document["paths"]["/webhook/v1/{id}"]["delete"]["responses"]["204"]
+    # Client credentials may come in the form or as HTTP Basic: only the grant type is required.
+    token_form = document["paths"]["/oauth/v1/token"]["post"]["requestBody"]["content"]
+    assert token_form["application/x-www-form-urlencoded"]["schema"]["required"] == ["grant_type"]
+    readiness = document["paths"]["/health"]["get"]["responses"]
+    assert readiness["503"]["content"]["application/json"]["schema"] == error_ref
 
 
 async def test_docs_page_is_served(service: RunningService) -> None:

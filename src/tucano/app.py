@@ -24,7 +24,7 @@ from tucano.deliveries.router import internal_router as events_router
 from tucano.deliveries.router import router as deliveries_router
 from tucano.edge import EdgeMiddleware
 from tucano.errors import ErrorBody, ErrorCode, error_response, install_error_handlers
-from tucano.http import REQUIRED_TRANSACTION_ID_DESCRIPTION
+from tucano.http import REQUIRED_TRANSACTION_ID_DESCRIPTION, error_responses
 from tucano.payment_links.checkout_tokens import KEY_PURPOSE as CHECKOUT_KEY_PURPOSE
 from tucano.payment_links.router import router as payment_links_router
 from tucano.payment_links.service import SORTABLE
@@ -37,9 +37,12 @@ DESCRIPTION = """\
 Tucano is a payments API for Brazil.
 
 * **Webhooks** (`/webhook/v1`): register target URLs per event type; Tucano POSTs each event,
-  signed per Standard Webhooks, retried until delivered.
+  signed per Standard Webhooks, and retries a failed delivery on `TUCANO_RETRY_SCHEDULE` (eight
+  attempts over about a day by default) before giving it up as `EXHAUSTED`.
 * **Payment links** (`/payment-link/v1`): create a link for a payer and an amount, list, read and
-  report on links; the payer pays by card (up to 10 instalments) or PIX.
+  report on links; the payer is to pay by card (up to 10 instalments) or PIX on the checkout page
+  at `urlPayment`, which is not built yet (that address answers 404 for now). In sandbox, a link
+  whose amount ends in 01 cents is paid by PIX on its own.
 * **Authentication**: `POST /oauth/v1/token` with client credentials gives a bearer token.
 
 Every error has one body: `errorCode`, `message`, `timestamp`, `xTransactionId`, `errors`.
@@ -100,7 +103,20 @@ def create_app(
     async def live() -> Response:
         return json_response({"status": "ok"})
 
-    @app.get("/health", tags=["operations"], summary="Readiness: the database answers")
+    @app.get(
+        "/health",
+        tags=["operations"],
+        summary="Readiness: the database answers",
+        responses={
+            200: {
+                "description": "Ready.",
+                "content": {
+                    "application/json": {"example": {"status": "ok", "environment": "sandbox"}}
+                },
+            },
+            **error_responses(503),
+        },
+    )
     async def health(request: Request) -> Response:
         try:
             async with request.app.state.database.engine.connect() as connection:
@@ -110,6 +126,7 @@ def create_app(
                 ErrorCode.UNAVAILABLE,
                 request.state.transaction_id,
                 errors=["the database is not reachable"],
+                headers={"Retry-After": "1"},
             )
         return json_response({"status": "ok", "environment": settings.environment.value})
 
@@ -123,8 +140,9 @@ Tucano POSTs this body to every active webhook of the customer registered for `{
 Headers ([Standard Webhooks](https://www.standardwebhooks.com/)): `webhook-id` (the event id, the
 same on every retry: use it to ignore duplicates), `webhook-timestamp` (Unix seconds of this
 attempt), `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{{id}}.{{timestamp}}.{{body}}">` keyed
-with the webhook's secret; two space-separated signatures while a rotated secret is in its 24-hour
-grace), `content-type: application/json`, `x-event-type`, `user-agent: Tucano-Webhooks/...`.
+with the webhook's secret; after a rotation, one more space-separated signature for each replaced
+secret still in its 24-hour grace, the current secret's first: accept the delivery if any of
+them verifies), `content-type: application/json`, `x-event-type`, `user-agent: Tucano-Webhooks/...`.
 
 Answer any 2xx within 15 seconds. Anything else (or a redirect, or no answer) is retried on
 `TUCANO_RETRY_SCHEDULE` (default 5s, 5m, 30m, 2h, 5h, 10h, 10h, with jitter); `Retry-After` on

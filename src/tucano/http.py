@@ -120,6 +120,7 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         413: "Body larger than 1 MiB.",
         415: "Body is not application/json.",
         500: "Unexpected system error.",
+        503: "The database cannot be used just now; retry after `Retry-After` seconds.",
     }
     return {
         status: {"model": ErrorBody, "description": descriptions.get(status, "Error.")}

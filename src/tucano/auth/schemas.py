@@ -25,16 +25,16 @@ TOKEN_REQUEST_BODY = {
         "application/x-www-form-urlencoded": {
             "schema": {
                 "type": "object",
-                "required": ["grant_type", "client_id", "client_secret"],
+                "required": ["grant_type"],
                 "properties": {
                     "grant_type": {"type": "string", "enum": ["client_credentials"]},
                     "client_id": {
                         "type": "string",
-                        "description": "Or send both with HTTP Basic authentication instead.",
+                        "description": "Required unless both are sent with HTTP Basic.",
                     },
                     "client_secret": {
                         "type": "string",
-                        "description": "Or send both with HTTP Basic authentication instead.",
+                        "description": "Required unless both are sent with HTTP Basic.",
                     },
                     "scope": {
                         "type": "string",
