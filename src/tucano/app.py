@@ -141,8 +141,9 @@ Headers ([Standard Webhooks](https://www.standardwebhooks.com/)): `webhook-id` (
 same on every retry: use it to ignore duplicates), `webhook-timestamp` (Unix seconds of this
 attempt), `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{{id}}.{{timestamp}}.{{body}}">` keyed
 with the webhook's secret; after a rotation, one more space-separated signature for each replaced
-secret still in its 24-hour grace, the current secret's first: accept the delivery if any of
-them verifies), `content-type: application/json`, `x-event-type`, `user-agent: Tucano-Webhooks/...`.
+secret still in its 24-hour grace (at most nine), the current secret's first: accept the
+delivery if any of them verifies), `content-type: application/json`, `x-event-type`,
+`user-agent: Tucano-Webhooks/...`.
 
 Answer any 2xx within 15 seconds. Anything else (or a redirect, or no answer) is retried on
 `TUCANO_RETRY_SCHEDULE` (default 5s, 5m, 30m, 2h, 5h, 10h, 10h, with jitter); `Retry-After` on
