@@ -36,7 +36,8 @@ class Page(ApiModel, Generic[T]):
             total_pages=total_pages,
             size=size,
             number=page,
-            first=page == 0,
+            # Spec 2.2: "An empty result has ... first true, last true", whichever page was asked.
+            first=page == 0 or total == 0,
             last=page + 1 >= total_pages,
             empty=len(content) == 0,
         )

@@ -312,6 +312,9 @@ async def test_empty_list_is_the_empty_page_of_spec_2_2(merchant: Merchant) -> N
     response = await merchant.get("/webhook/v1/list")
     assert response.status_code == 200
     assert response.json() == EMPTY_PAGE
+    # Whichever page is asked for: an empty result is first and last (spec 2.2).
+    later = await merchant.get("/webhook/v1/list", params={"page": 5})
+    assert later.json() == EMPTY_PAGE | {"number": 5}
 
 
 async def test_list_pages_through_in_creation_order(merchant: Merchant) -> None:
