@@ -296,6 +296,12 @@ async def test_x_transaction_id_is_required_and_a_uuid(
         assert_error_body(response, 400, ErrorCode.INVALID_TRANSACTION_ID)
 
 
+async def test_a_body_of_another_type_is_415_before_the_missing_header(merchant: Merchant) -> None:
+    # The documented order: authentication, scope, content type, then validation.
+    response = await merchant.post(BASE, content=b"x", headers={"content-type": "text/plain"})
+    assert_error_body(response, 415, ErrorCode.UNSUPPORTED_MEDIA_TYPE)
+
+
 # --- idempotency ----------------------------------------------------------------------------
 
 

@@ -115,8 +115,8 @@ def _presenter(request: Request) -> Callable[[Any, Any], dict[str, Any]]:
 )
 async def create_payment_link(
     caller: PaymentLinkWriter,
+    _json: JsonContent,  # before the header's 400: 401, 403, 415, then 400 (decisions.md)
     transaction_id: RequiredTransactionId,
-    _json: JsonContent,
     body: PaymentLinkCreate,
     request: Request,
 ) -> Response:
