@@ -135,6 +135,11 @@ async def test_every_amount_is_documented_as_the_json_number_it_is(
         if field.lower().endswith("amount") or field == "amountInstallment"
     }
     assert ("PaymentLinkOut", "amount") in amounts and ("PaymentLinkCreate", "amount") in amounts
+    # Sent: a number, or a string in plain decimal notation, as the service accepts them.
+    number, text = amounts.pop(("PaymentLinkCreate", "amount"))["anyOf"]
+    assert number == {"type": "number", "minimum": 0.01, "maximum": 999999999.99}
+    assert text["type"] == "string"
+    assert re.fullmatch(text["pattern"], "10.50") and not re.search(text["pattern"], "1e3")
     for where, spec in amounts.items():
         assert spec.get("type") == "number", (where, spec)
         # A validator in binary floats finds 4596.07 no multiple of 0.01: it would refuse it.
@@ -203,3 +208,31 @@ async def test_parameters_say_what_the_service_enforces(service: RunningService)
         assert pattern.match(accepted), accepted
     for refused in ("", "amount,up", "id,asc"):
         assert not pattern.match(refused), refused
+
+
+def _integer_schemas(node: object) -> list[dict[str, object]]:
+    if isinstance(node, dict):
+        found = [node] if node.get("type") == "integer" else []
+        return found + [s for value in node.values() for s in _integer_schemas(value)]
+    if isinstance(node, list):
+        return [s for value in node for s in _integer_schemas(value)]
+    return []
+
+
+async def test_the_document_states_limits_as_the_service_enforces_them(
+    service: RunningService,
+) -> None:
+    document = (await service.http.get("/openapi.json")).json()
+    # Integers' bounds are integers: 2**63 - 1 written as a float would read 2**63.
+    for schema in _integer_schemas(document):
+        for bound in ("minimum", "maximum"):
+            assert type(schema.get(bound, 0)) is int, schema
+    partner = document["components"]["schemas"]["WebhookCreate"]["properties"]["partnerId"]
+    assert partner["anyOf"][0]["maximum"] == 2**63 - 1
+    # Schemes are read regardless of case, as the service reads them.
+    target = document["components"]["schemas"]["WebhookCreate"]["properties"]["targetUrl"]
+    assert re.search(target["pattern"], "HTTPS://example.com/")
+    # The body limit applies to every request.
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            assert "413" in operation["responses"], (method, path)

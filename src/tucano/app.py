@@ -31,6 +31,7 @@ from tucano.payment_links.service import SORTABLE
 from tucano.webhooks.events import EventType
 from tucano.webhooks.payloads import PAYLOAD_MODELS
 from tucano.webhooks.router import router as webhooks_router
+from tucano.webhooks.schemas import MAX_ID
 from tucano.wire import json_response
 
 DESCRIPTION = """\
@@ -210,11 +211,22 @@ def _standard_bounds(node: Any) -> None:
             for name, standard in _BOUND_NAMES.items():
                 if isinstance(node.get(name), int | float) and standard not in node:
                     node[standard] = node.pop(name)
+            if node["type"] == "integer":
+                _integer_bounds(node)
         for value in node.values():
             _standard_bounds(value)
     elif isinstance(node, list):
         for value in node:
             _standard_bounds(value)
+
+
+def _integer_bounds(node: dict[str, Any]) -> None:
+    """FastAPI's OpenAPI model reads every bound as a binary float: an integer's bounds back to
+    integers, and MAX_ID (2**63 - 1, which as a float is 2**63) back to itself."""
+    for name in _BOUND_NAMES.values():
+        bound = node.get(name)
+        if isinstance(bound, float) and bound.is_integer():
+            node[name] = MAX_ID if bound == float(MAX_ID) else int(bound)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -239,11 +251,16 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         "description": "Invalid body, parameter or header.",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
     }
+    too_large = {
+        "description": "Body larger than 1 MiB (the limit applies to every request).",
+        "content": error_ref["content"],
+    }
     for path_item in schema.get("paths", {}).values():
         for operation in path_item.values():
             responses = operation.get("responses", {})
             if responses.pop("422", None) is not None and "400" not in responses:
                 responses["400"] = error_ref
+            responses.setdefault("413", too_large)
     for path_item in schema.get("paths", {}).values():
         for operation in path_item.values():
             for parameter in operation.get("parameters", []):

@@ -47,24 +47,39 @@ def from_cents(cents: int) -> Decimal:
     return (Decimal(cents) / 100).quantize(CENT)
 
 
-Money = Annotated[
+_CheckedMoney = Annotated[
     Decimal,
     BeforeValidator(_number_only),
     Field(ge=MIN_AMOUNT, le=MAX_AMOUNT, decimal_places=2),
     # Exact (at most two decimals were allowed): 10.5 becomes 10.50, the one spelling of it.
     AfterValidator(quantize_cents),
-    # What the wire carries: a JSON number (pydantic would document a Decimal as number or
-    # string, and its bounds under keys JSON Schema does not know). No multipleOf: a validator
-    # working in binary floats finds 4596.07 not a multiple of 0.01 and would refuse real amounts.
+]
+# Documented by hand: pydantic would document a Decimal as number or string, and its bounds under
+# keys JSON Schema does not know. No multipleOf: a validator working in binary floats finds
+# 4596.07 not a multiple of 0.01 and would refuse real amounts.
+_AMOUNT_NUMBER = {"type": "number", "minimum": 0.01, "maximum": 999999999.99}
+
+# An amount a client sends: a JSON number, or a string in plain decimal notation.
+Money = Annotated[
+    _CheckedMoney,
     WithJsonSchema(
         {
-            "type": "number",
-            "minimum": 0.01,
-            "maximum": 999999999.99,
-            "description": "At most two decimals (cents). A string in plain decimal notation "
-            '("10.50") is accepted too.',
+            "anyOf": [
+                _AMOUNT_NUMBER,
+                # The same bounds apply; JSON Schema cannot say them of a string.
+                {"type": "string", "pattern": "^" + _DECIMAL_TEXT.pattern + "$"},
+            ],
+            "description": "0.01 to 999999999.99, at most two decimals (cents): a JSON number, "
+            'or a string in plain decimal notation ("10.50").',
         }
     ),
+]
+
+# An amount in an event's payload: read as Money is (a publisher may send "10.50" too), and
+# documented as what every delivery carries, a JSON number with two decimals.
+PayloadMoney = Annotated[
+    _CheckedMoney,
+    WithJsonSchema({**_AMOUNT_NUMBER, "description": "At most two decimals (cents)."}),
 ]
 
 # An amount in a response: a JSON number, always written with two decimals.

@@ -41,7 +41,7 @@ class PaymentLinkCreate(ApiModel):
         "accepted and stripped.",
         examples=["529.982.247-25", "12.ABC.345/01DE-35"],
     )
-    amount: Money = Field(description="0.01 to 999999999.99, at most two decimals.")
+    amount: Money
     numbers_installments: Installments = Field(
         description="Most card instalments offered, 1 to 10."
     )

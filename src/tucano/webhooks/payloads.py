@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, StrictInt, ValidationInfo, field_validator
 
-from tucano.money import Money
+from tucano.money import PayloadMoney
 from tucano.webhooks.events import EventType
 from tucano.wire import ApiModel, ReceivedTimestamp
 
@@ -52,7 +52,7 @@ class PaymentLinkInbound(Payload):
     payment_method: Literal["PIX", "CREDIT_CARD"]
     payment_id: Text
     payment_receipt: Text = Field(description="End-to-end id for PIX, NSU for card.")
-    amount: Money
+    amount: PayloadMoney
     user_reference: OptionalText
     numbers_installments: Installments | None = Field(
         default=None, description="Card payments only."
@@ -64,7 +64,7 @@ class PixQrInbound(Payload):
     """A dynamic PIX QR code was paid (or a payment of it refunded)."""
 
     txid: str = Field(pattern=r"^[A-Za-z0-9]{26,35}$")
-    amount: Money
+    amount: PayloadMoney
     payer: Party
     end_to_end_id: EndToEndId
     devolution_end_to_end_id: EndToEndId | None = Field(
@@ -105,7 +105,7 @@ class PixOutbound(Payload):
 
     transfer_id: Text
     end_to_end_id: EndToEndId
-    amount: Money
+    amount: PayloadMoney
     receiver: PixReceiver
     status: Literal["COMPLETED", "FAILED", "RETURNED"]
     failure_reason: OptionalText = Field(description="Set when status is FAILED.")
@@ -120,7 +120,7 @@ class CardPaymentInbound(Payload):
     transaction_id: Text
     nsu: str = Field(pattern=r"^[0-9]{6,12}$")
     authorization_code: str | None = Field(default=None, pattern=r"^[0-9A-Z]{6}$")
-    amount: Money
+    amount: PayloadMoney
     payment_type: Literal["CREDIT", "DEBIT"]
     numbers_installments: Installments
     card_brand: CardBrand
@@ -140,7 +140,7 @@ class CardChargeback(Payload):
     """A cardholder disputed a card payment."""
 
     credit_card_id: Text
-    amount: Money
+    amount: PayloadMoney
     identification_transaction: Text
     cancelation_date: Timestamp
     transaction_date: Timestamp
@@ -157,7 +157,7 @@ class CardRecurringInbound(Payload):
     transaction_id: Text
     nsu: str = Field(pattern=r"^[0-9]{6,12}$")
     charge_number: StrictInt = Field(ge=1)
-    amount: Money
+    amount: PayloadMoney
     card_brand: CardBrand
     card_last_digits: CardLastDigits
     status: Literal["APPROVED", "DENIED"]

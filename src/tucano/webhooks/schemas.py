@@ -19,7 +19,8 @@ TargetUrl = Annotated[
         min_length=1,
         max_length=MAX_URL_LENGTH,
         description="Absolute https URL (http only in sandbox), no credentials, public host.",
-        json_schema_extra={"format": "uri", "pattern": "^https?://"},
+        # The scheme is read regardless of case, as URLs are.
+        json_schema_extra={"format": "uri", "pattern": "^[hH][tT][tT][pP][sS]?://"},
         examples=["https://merchant.example.com/webhooks/tucano"],
     ),
 ]
