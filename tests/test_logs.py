@@ -66,6 +66,17 @@ def test_long_text_is_cut_before_it_is_logged() -> None:
     assert len(event["path"]) == LONGEST_LOGGED_TEXT + len("...(cut)")
 
 
+def test_a_long_traceback_keeps_its_end_where_the_error_is() -> None:
+    frames = "".join(f'  File "framework.py", line {n}, in call\n' for n in range(2_000))
+    error = "RuntimeError: what went wrong, card 4111111111111111\n"
+    event = scrub_secrets(
+        None, "error", {"event": "unhandled_error", "exception": "Traceback:\n" + frames + error}
+    )
+    assert event["exception"].startswith("(cut)...")
+    assert event["exception"].endswith(f"RuntimeError: what went wrong, card {REDACTED}\n")
+    assert len(event["exception"]) < 20_000
+
+
 def test_uuids_are_not_taken_for_card_numbers() -> None:
     transaction = "11111111-2222-4333-8444-555555555555"
     path = "/payment-link/v1/12345678-1234-4234-9234-123456789012"

@@ -35,14 +35,19 @@ _SECRET_VALUE = re.compile(
 )
 # Longer text in a log line is cut (a 64 KB path says no more than its first 2 KB).
 LONGEST_LOGGED_TEXT = 2048
+# A traceback is longer (the framework's frames come first) and its end says what went wrong:
+# it keeps its last LONGEST_LOGGED_TRACEBACK characters.
+LONGEST_LOGGED_TRACEBACK = 16384
 # UUIDs (transaction ids, link ids in paths) have digit runs a card number's shape would match.
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
-def _scrub_text(text: str) -> str:
+def _scrub_text(text: str, *, traceback: bool = False) -> str:
     """`text` with Tucano's secrets and every card-number shape masked (except inside UUIDs),
-    cut to LONGEST_LOGGED_TEXT characters."""
-    if len(text) > LONGEST_LOGGED_TEXT:
+    cut to LONGEST_LOGGED_TEXT characters (a traceback to its last LONGEST_LOGGED_TRACEBACK)."""
+    if traceback and len(text) > LONGEST_LOGGED_TRACEBACK:
+        text = "(cut)..." + text[-LONGEST_LOGGED_TRACEBACK:]
+    elif not traceback and len(text) > LONGEST_LOGGED_TEXT:
         text = text[:LONGEST_LOGGED_TEXT] + "...(cut)"
     if ("_" in text or "eyJ" in text) and _SECRET_VALUE.search(text):
         text = _SECRET_VALUE.sub(REDACTED, text)
@@ -70,7 +75,9 @@ def scrub_secrets(
     _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
     for key in list(event_dict):
-        if key in ("event", "timestamp", "level", "logger"):
+        if key == "exception" and isinstance(event_dict[key], str):  # format_exc_info's
+            event_dict[key] = _scrub_text(event_dict[key], traceback=True)
+        elif key in ("event", "timestamp", "level", "logger"):
             event_dict[key] = _scrub(event_dict[key])
         elif _SECRET_KEYS.search(key) and key != "transactionId":
             event_dict[key] = REDACTED
