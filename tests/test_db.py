@@ -115,13 +115,30 @@ async def test_concurrent_first_uses_open_one_pool() -> None:
         await database.dispose()
 
 
-async def test_a_lost_database_connection_is_a_503_to_retry_not_a_500(
+async def _terminate_sessions(database_url: str, *, running: str | None = None) -> int:
+    """End Tucano's sessions on the database, as an administrator or a failover would (only
+    those running a statement like `running`, if given)."""
+    from tucano.db import connect_asyncpg
+
+    admin = await connect_asyncpg(database_url)
+    try:
+        return int(
+            await admin.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND ($1::text IS NULL OR query LIKE $1)",
+                running,
+            )
+        )
+    finally:
+        await admin.close()
+
+
+async def test_pooled_connections_the_server_closed_are_replaced_unseen(
     private_database: Database,
 ) -> None:
     from tests.conftest import make_settings
-    from tests.helpers import assert_error_body, start_service
-    from tucano.db import connect_asyncpg
-    from tucano.errors import ErrorCode
+    from tests.helpers import start_service
 
     if private_database.dialect != "postgresql":
         pytest.skip("PostgreSQL: its connections can be terminated from outside")
@@ -137,31 +154,90 @@ async def test_a_lost_database_connection_is_a_503_to_retry_not_a_500(
                 "numbersInstallments": 1,
                 "expirationDays": 1,
             },
-            headers={"x-transaction-id": "6f1c2d3e-4a5b-4c6d-8e7f-901234567890"},
+            headers={"x-transaction-id": str(uuid4())},
         )
         read_link = f"/payment-link/v1/{link.json()['linkPaymentUuid']}"
         requests = [("/webhook/v1/list", {}), (read_link, {"x-transaction-id": str(uuid4())})]
-        for path, headers in requests * 4:  # both kinds of pool hold a few connections
+        for path, headers in requests * 4:  # every kind of pool holds a few connections
             assert (await merchant.get(path, headers=headers)).status_code == 200
-        admin = await connect_asyncpg(private_database.url)
-        try:
-            # An administrator (or a failover) ends every connection of Tucano's.
-            await admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-        finally:
-            await admin.close()
-        statuses = []
+        assert (await running.http.get("/health")).status_code == 200
+        # An administrator (or a failover) ends every connection while they are idle.
+        assert await _terminate_sessions(private_database.url) > 0
+        await asyncio.sleep(0.2)
+        statuses = [(await running.http.get("/health")).status_code]
         for path, headers in requests * 6:
-            response = await merchant.get(
-                path, headers={**headers, "x-transaction-id": str(uuid4())} if headers else {}
-            )
-            statuses.append(response.status_code)
-            if response.status_code == 503:
-                assert_error_body(response, 503, ErrorCode.UNAVAILABLE)
-                assert response.headers["retry-after"] == "1"
-        assert 503 in statuses and 500 not in statuses, statuses
-        assert statuses[-2:] == [200, 200], statuses  # the pools heal on their own
+            headers = {**headers, "x-transaction-id": str(uuid4())} if headers else {}
+            statuses.append((await merchant.get(path, headers=headers)).status_code)
+        assert set(statuses) == {200}, statuses
     finally:
         await running.stop()
+
+
+async def test_a_connection_lost_mid_request_is_a_503_to_retry_not_a_500(
+    private_database: Database,
+) -> None:
+    from tests.conftest import make_settings
+    from tests.helpers import assert_error_body, start_service
+    from tucano.errors import ErrorCode
+
+    if private_database.dialect != "postgresql":
+        pytest.skip("PostgreSQL: its connections can be terminated from outside")
+    running = await start_service(make_settings(private_database.url), private_database)
+
+    # Statements that are still running when their connection is ended, one per kind of pool.
+    @running.app.get("/__slow_session_for_test")
+    async def slow_session() -> None:
+        async with private_database.session() as session:
+            await session.execute(text("SELECT pg_sleep(30) AS slow_session"))
+
+    @running.app.get("/__slow_driver_for_test")
+    async def slow_driver() -> None:
+        async with private_database.driver_connection() as connection:
+            await connection.fetch("SELECT pg_sleep(30) AS slow_driver")
+
+    try:
+        for path in ("/__slow_session_for_test", "/__slow_driver_for_test"):
+            request = asyncio.create_task(running.http.get(path, timeout=30))
+            ended = 0
+            while not ended:
+                await asyncio.sleep(0.05)
+                ended = await _terminate_sessions(private_database.url, running="%pg_sleep(30)%")
+            response = await request
+            assert_error_body(response, 503, ErrorCode.UNAVAILABLE)
+            assert response.headers["retry-after"] == "1"
+    finally:
+        running.app.router.routes[-2:] = []
+        await running.stop()
+
+
+def test_what_counts_as_the_database_unavailable() -> None:
+    import asyncpg
+    from sqlalchemy import exc as sa
+
+    from tucano.db import is_database_unavailable
+
+    # The server closed the connection as the pool handed it out: the statement was never sent.
+    handed_out_closing = asyncpg.InternalClientError(
+        "cannot switch to state 12; another operation (2) is in progress"
+    )
+    unavailable = [
+        handed_out_closing,
+        asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation"),
+        asyncpg.AdminShutdownError("terminating connection due to administrator command"),
+        sa.TimeoutError("QueuePool limit reached"),
+        sqlite3.OperationalError("database is locked"),
+        ConnectionRefusedError(111, "Connect call failed"),
+    ]
+    for error in unavailable:
+        assert is_database_unavailable(error), error
+    wrapped = RuntimeError("while publishing")
+    wrapped.__cause__ = handed_out_closing
+    assert is_database_unavailable(wrapped)
+    faults = [
+        asyncpg.InternalClientError("a bug of ours or the driver's"),
+        asyncpg.UniqueViolationError("duplicate key"),
+        sqlite3.OperationalError("no such table: links"),
+        ValueError("bad"),
+    ]
+    for error in faults:
+        assert not is_database_unavailable(error), error

@@ -17,6 +17,7 @@ from fastapi import Depends, Request
 from sqlalchemy import BigInteger, DateTime, Integer, MetaData, Table, event
 from sqlalchemy.engine import Dialect
 from sqlalchemy.engine.url import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
     AsyncEngine,
@@ -97,6 +98,18 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _replace_closed_connections(engine: AsyncEngine) -> None:
+    """A pooled asyncpg connection the server has closed meanwhile (a restart, a failover, an
+    administrator ending sessions) is replaced when it is checked out, instead of failing the
+    request that gets it. asyncpg notices the close as it happens, so this costs no round trip
+    (a pre-ping would cost one on every checkout)."""
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if dbapi_connection.driver_connection.is_closed():
+            raise DisconnectionError("the server closed this connection while it was pooled")
+
+
 def create_engine(
     database_url: str, *, pool_size: int = 10, autocommit: bool = False
 ) -> AsyncEngine:
@@ -109,7 +122,7 @@ def create_engine(
         )
         _configure_sqlite(engine)
         return engine
-    return create_async_engine(
+    engine = create_async_engine(
         url,
         pool_size=pool_size,
         # No overflow: a connection opened beyond the pool is closed again on return, and
@@ -123,6 +136,8 @@ def create_engine(
         hide_parameters=True,
         **({"isolation_level": "AUTOCOMMIT"} if autocommit else {}),
     )
+    _replace_closed_connections(engine)
+    return engine
 
 
 async def insert_many(
@@ -366,6 +381,10 @@ def is_database_unavailable(exc: BaseException) -> bool:
             | asyncpg.InterfaceError  # the connection is closed or in an unusable state
             | ConnectionError,
         ):
+            return True
+        if isinstance(current, asyncpg.InternalClientError) and "another operation" in str(current):
+            # The server closed the connection (its last message was being read) just as the
+            # pool handed it out; the statement was never sent.
             return True
         if isinstance(current, sqlite3.OperationalError) and "locked" in str(current):
             return True  # another writer held SQLite's lock past the busy timeout
