@@ -110,7 +110,6 @@ async def test_a_target_stored_with_an_ipv4_spelling_the_client_refuses_says_so(
     ("answer", "message"),
     [
         (b"", "the receiver closed the connection without a complete answer"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort", "the answer's body could not"),
         (b"SMTP ready\r\n\r\n", "the answer was not valid HTTP"),
     ],
 )
@@ -133,6 +132,42 @@ async def test_a_broken_answer_is_described_in_words(answer: bytes, message: str
         server.close()
     assert result.error_message is not None
     assert result.error_message.startswith(message), result.error_message
+
+
+@pytest.mark.parametrize(
+    ("status", "then", "error"),
+    [
+        (200, "close", None),
+        (200, "stall", None),
+        (500, "stall", "receiver answered HTTP 500"),
+    ],
+)
+async def test_an_answer_whose_body_stops_short_is_judged_by_its_status(
+    status: int, then: str, error: str | None
+) -> None:
+    # The status line and headers are the receiver's answer; what came of the body is kept.
+    async def answer_in_part(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(f"HTTP/1.1 {status} X\r\nContent-Length: 5000\r\n\r\n".encode())
+        writer.write(b"x" * 100)
+        await writer.drain()
+        if then == "stall":
+            await asyncio.sleep(5)  # past the sender's 2 s
+        writer.close()
+
+    server = await asyncio.start_server(answer_in_part, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = sender(LOOPBACK)
+    try:
+        result = await client.send(
+            f"http://127.0.0.1:{port}/", body=b"{}", headers={}, now=clock.now()
+        )
+    finally:
+        await client.close()
+        server.close()
+    assert (result.http_status, result.error_message) == (status, error)
+    assert result.succeeded is (status == 200)
+    assert result.response_body == "x" * 100
 
 
 def chunked(*parts: bytes) -> Behaviour:

@@ -9,6 +9,7 @@ kept, proxies from the environment are ignored, and at most 1 KiB of the answer 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 from collections.abc import Mapping, Sequence
@@ -138,6 +139,7 @@ class Sender:
     ) -> SendResult:
         started = time.perf_counter()
         status: int | None = None
+        head = bytearray()  # of the answer's body, as much as came
         text: str | None = None
         retry_after: timedelta | None = None
         error: str | None = self.check_target(url)
@@ -149,7 +151,12 @@ class Sender:
                     url, data=body, headers=headers, allow_redirects=False
                 ) as response:
                     status = response.status
-                    text = _stored_text(await _head_of_body(response.content))
+                    with contextlib.suppress(
+                        TimeoutError, aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError
+                    ):
+                        # The status line and headers are the answer, whether or not the rest
+                        # of its first KiB follows in time: a 2xx is a success, what came is kept.
+                        await _read_head_of_body(response.content, head)
                     if status in (429, 503):
                         retry_after = parse_retry_after(
                             response.headers.get("Retry-After"), now=now
@@ -190,6 +197,8 @@ class Sender:
                 raise
             except OSError as exc:
                 error = f"connection error: {exc}"
+        if status is not None:
+            text = _stored_text(bytes(head))
         return SendResult(
             status,
             text,
@@ -199,15 +208,14 @@ class Sender:
         )
 
 
-async def _head_of_body(content: aiohttp.StreamReader) -> bytes:
-    """The first RESPONSE_BODY_LIMIT bytes of an answer, however many chunks they come in."""
-    head = await content.read(RESPONSE_BODY_LIMIT)
-    while len(head) < RESPONSE_BODY_LIMIT and not content.at_eof():
+async def _read_head_of_body(content: aiohttp.StreamReader, head: bytearray) -> None:
+    """Read the first RESPONSE_BODY_LIMIT bytes of an answer into `head`, however many chunks
+    they come in (what came stays there if the reading is cut short)."""
+    while len(head) < RESPONSE_BODY_LIMIT:
         more = await content.read(RESPONSE_BODY_LIMIT - len(head))
         if not more:
             break
         head += more
-    return head
 
 
 def _stored_text(head: bytes) -> str:
