@@ -11,7 +11,7 @@ from aiohttp import web
 
 from tests.receivers import Behaviour, Received, Receiver, always
 from tucano.clock import clock
-from tucano.deliveries.sender import RESPONSE_BODY_LIMIT, Sender
+from tucano.deliveries.sender import RESPONSE_BODY_LIMIT, Sender, SendResult
 
 LOOPBACK = [ipaddress.ip_network("127.0.0.0/8")]
 
@@ -106,6 +106,29 @@ async def test_a_target_stored_with_an_ipv4_spelling_the_client_refuses_says_so(
     assert receiver.received == []
 
 
+async def send_to_raw_server(answer: bytes, *, stall: float = 0) -> SendResult:
+    """A POST to a server that reads the request, writes `answer` as it is, waits `stall`
+    seconds and closes the connection."""
+
+    async def answer_and_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer)
+        await writer.drain()
+        await asyncio.sleep(stall)
+        writer.close()
+
+    server = await asyncio.start_server(answer_and_close, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = sender(LOOPBACK)
+    try:
+        return await client.send(
+            f"http://127.0.0.1:{port}/", body=b"{}", headers={}, now=clock.now()
+        )
+    finally:
+        await client.close()
+        server.close()
+
+
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
@@ -114,57 +137,25 @@ async def test_a_target_stored_with_an_ipv4_spelling_the_client_refuses_says_so(
     ],
 )
 async def test_a_broken_answer_is_described_in_words(answer: bytes, message: str) -> None:
-    async def answer_and_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(answer)
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(answer_and_close, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    client = sender(LOOPBACK)
-    try:
-        result = await client.send(
-            f"http://127.0.0.1:{port}/", body=b"{}", headers={}, now=clock.now()
-        )
-    finally:
-        await client.close()
-        server.close()
+    result = await send_to_raw_server(answer)
     assert result.error_message is not None
     assert result.error_message.startswith(message), result.error_message
 
 
 @pytest.mark.parametrize(
-    ("status", "then", "error"),
+    ("status", "stall", "error"),
     [
-        (200, "close", None),
-        (200, "stall", None),
-        (500, "stall", "receiver answered HTTP 500"),
+        (200, 0, None),  # closed after part of the body
+        (200, 5, None),  # stalled past the sender's 2 s
+        (500, 5, "receiver answered HTTP 500"),
     ],
 )
 async def test_an_answer_whose_body_stops_short_is_judged_by_its_status(
-    status: int, then: str, error: str | None
+    status: int, stall: float, error: str | None
 ) -> None:
     # The status line and headers are the receiver's answer; what came of the body is kept.
-    async def answer_in_part(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(f"HTTP/1.1 {status} X\r\nContent-Length: 5000\r\n\r\n".encode())
-        writer.write(b"x" * 100)
-        await writer.drain()
-        if then == "stall":
-            await asyncio.sleep(5)  # past the sender's 2 s
-        writer.close()
-
-    server = await asyncio.start_server(answer_in_part, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    client = sender(LOOPBACK)
-    try:
-        result = await client.send(
-            f"http://127.0.0.1:{port}/", body=b"{}", headers={}, now=clock.now()
-        )
-    finally:
-        await client.close()
-        server.close()
+    head = f"HTTP/1.1 {status} X\r\nContent-Length: 5000\r\n\r\n".encode()
+    result = await send_to_raw_server(head + b"x" * 100, stall=stall)
     assert (result.http_status, result.error_message) == (status, error)
     assert result.succeeded is (status == 200)
     assert result.response_body == "x" * 100
