@@ -39,5 +39,13 @@ def test_another_link_altered_or_foreign_tokens_are_refused() -> None:
         )
 
 
+def test_a_token_outlives_its_link_by_less_than_a_second_never_the_reverse() -> None:
+    expires = NOW + timedelta(days=1, milliseconds=750)  # links expire to the millisecond
+    last_moment = expires - timedelta(milliseconds=1)  # the link can still be paid
+    verify_checkout_token(token(expires), LINK, key=KEY, now=last_moment)
+    with pytest.raises(InvalidCheckoutToken, match="expired"):
+        verify_checkout_token(token(expires), LINK, key=KEY, now=expires + timedelta(seconds=1))
+
+
 def test_the_token_is_the_same_for_the_same_link() -> None:
     assert token() == token()

@@ -7,6 +7,7 @@ same in every response without being stored.
 
 from __future__ import annotations
 
+import math
 import uuid
 from datetime import datetime
 
@@ -21,7 +22,9 @@ class InvalidCheckoutToken(Exception):
 
 
 def issue_checkout_token(link_uuid: uuid.UUID, *, expires_at: datetime, key: bytes) -> str:
-    claims = {"aud": AUDIENCE, "sub": str(link_uuid), "exp": int(expires_at.timestamp())}
+    # A JWT's exp is in whole seconds: rounded up, so that the token never expires before its
+    # link (at most a second after it; the checkout refuses an expired link by its own status).
+    claims = {"aud": AUDIENCE, "sub": str(link_uuid), "exp": math.ceil(expires_at.timestamp())}
     return jwt.encode(claims, key, algorithm="HS256")
 
 
