@@ -493,6 +493,17 @@ async def test_list_sorts(merchant: Merchant) -> None:
     assert await names("status,asc", "payerName,desc") == ["Carla", "Bruno", "Ana"]
 
 
+async def test_a_sort_field_given_twice_is_refused(merchant: Merchant) -> None:
+    for repeated in (["amount,asc", "amount,desc"], ["amount"] * 2100):
+        response = await merchant.get(
+            f"{BASE}/link-payment",
+            params=[*window().items(), *[("sort", s) for s in repeated]],
+            headers=tx(),
+        )
+        error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+        assert error["errors"] == ["sort names amount more than once"]
+
+
 @pytest.mark.parametrize("deep", [10_000, 3])
 async def test_every_page_carries_the_total_near_and_far(
     merchant: Merchant, monkeypatch: pytest.MonkeyPatch, deep: int

@@ -416,6 +416,7 @@ def parse_sort(values: Sequence[str], now: datetime, *, dialect: str) -> list[An
         "status": effective_status_code(now),
     }
     order: list[Any] = []
+    sorted_by: set[str] = set()
     for value in values or ["creationDate,desc"]:
         field, _, direction = value.partition(",")
         field, direction = field.strip(), (direction.strip().lower() or "asc")
@@ -424,6 +425,11 @@ def parse_sort(values: Sequence[str], now: datetime, *, dialect: str) -> list[An
                 f"sort must be field,asc or field,desc with field one of "
                 f"{', '.join(sorted(SORTABLE))} (got {value[:60]!r})"
             )
+        if field in sorted_by:
+            # A second term on a field changes nothing, and thousands of them made SQLite
+            # refuse the statement ("too many terms in ORDER BY").
+            raise BadRequest(f"sort names {field} more than once")
+        sorted_by.add(field)
         order.append(columns[field].asc() if direction == "asc" else columns[field].desc())
     # The same order on every page, even among equal values.
     order.append(PaymentLink.id.desc())
