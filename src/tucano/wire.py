@@ -12,7 +12,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Coroutine
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Annotated, Any
 
@@ -275,7 +275,14 @@ def _timestamp_parser(*, end_of_range: bool) -> Any:
                     "must be an ISO 8601 timestamp such as 2026-01-15T10:30:00.000Z"
                 ) from None
             # No offset given: the interface is UTC throughout, so read it as UTC.
-            return in_utc(moment)
+            bound = in_utc(moment)  # cut down to the millisecond, as stored times are
+            if not end_of_range and moment.microsecond % 1000:
+                # A start between two milliseconds leaves out the one before it.
+                try:
+                    bound += timedelta(milliseconds=1)
+                except OverflowError:
+                    raise ValueError("is out of range once converted to UTC") from None
+            return bound
         return value
 
     return parse

@@ -454,6 +454,11 @@ async def test_list_dates_bound_creation_inclusive(merchant: Merchant) -> None:
     just_before = (moment - timedelta(milliseconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     assert (await listing(merchant, startDate=just_after))["totalElements"] == 0
     assert (await listing(merchant, endDate=just_before))["totalElements"] == 0
+    # Bounds finer than a millisecond: a start half a millisecond after the link leaves it out,
+    # an end half a millisecond after it keeps it.
+    half_after = at[:-1] + "5Z"
+    assert (await listing(merchant, startDate=half_after))["totalElements"] == 0
+    assert (await listing(merchant, endDate=half_after))["totalElements"] == 1
     day = at[:10]
     assert (await listing(merchant, startDate=day, endDate=day))["totalElements"] == 1
 
