@@ -55,7 +55,12 @@ class Base(DeclarativeBase):
 # themselves (the outbox, claims, results) got Python's default adapter, which drops ".000000"
 # at a whole second, and such a row then sorted before the same instant written by a statement.
 # One format for both (and Python 3.12 deprecates the default adapter anyway).
-sqlite3.register_adapter(datetime, lambda moment: moment.strftime("%Y-%m-%d %H:%M:%S.%f"))
+def sqlite_time_text(moment: datetime) -> str:
+    """A (naive UTC) time as SQLite keeps it: text that sorts as the times do."""
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+sqlite3.register_adapter(datetime, sqlite_time_text)
 
 
 class UTCDateTime(TypeDecorator[datetime]):

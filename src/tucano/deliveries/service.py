@@ -703,9 +703,7 @@ async def _record_on_sqlite(
     rows: list[tuple[Any, ...]],
     now: datetime,
     *,
-    succeeded: set[int],
-    failed: set[int],
-    health_at: datetime,
+    health: list[webhooks.DeliveryHealth],
 ) -> None:
     """The same as _RECORD_ON_POSTGRES, and the webhooks' health, in one transaction run on the
     driver's thread (see _CLAIM_ON_SQLITE's comment)."""
@@ -766,9 +764,7 @@ async def _record_on_sqlite(
                 connection.executemany(_FINISH_ON_SQLITE, finished)
             if retries:
                 connection.executemany(_RETRY_ON_SQLITE, retries)
-            webhooks.record_delivery_health_on_sqlite(
-                connection, succeeded=succeeded, failed=failed, at=stored_time(health_at)
-            )
+            webhooks.record_delivery_health_on_sqlite(connection, health, stored_time)
 
     await database.run_on_sqlite(record)
 
@@ -780,27 +776,43 @@ async def record_outcomes(database: Database, outcomes: Sequence[Outcome]) -> No
         return
     now = clock.now()
     rows = [_outcome_row(o) for o in outcomes]
-    succeeded = {o.claimed.webhook_id for o in outcomes if o.status == ResultStatus.SUCCESS}
-    failed = {
-        o.claimed.webhook_id
-        for o in outcomes
-        if o.status in (ResultStatus.PENDING_RETRY, ResultStatus.EXHAUSTED)
-    } - succeeded
-    health_at = min(o.attempted_at for o in outcomes)
+    health = _delivery_health(outcomes)
     if database.dialect != "postgresql":
-        await _record_on_sqlite(
-            database, rows, now, succeeded=succeeded, failed=failed, health_at=health_at
-        )
+        await _record_on_sqlite(database, rows, now, health=health)
         return
     async with database.driver_connection() as connection:
         await connection.execute(_RECORD_ON_POSTGRES, orjson.dumps(rows).decode(), now)
     try:
-        await webhooks.record_delivery_health_on_postgres(
-            database, succeeded=succeeded, failed=failed, at=health_at
-        )
+        await webhooks.record_delivery_health_on_postgres(database, health)
     except Exception:
         # The attempts are recorded; raising now would have the caller record them twice.
-        log.exception("delivery_health_update_failed", webhooks=len(succeeded | failed))
+        log.exception("delivery_health_update_failed", webhooks=len(health))
+
+
+def _delivery_health(outcomes: Sequence[Outcome]) -> list[webhooks.DeliveryHealth]:
+    """Each webhook's latest success in the batch and its failures after that, by the time
+    each attempt started. A delivery cancelled unsent (FAILED) says nothing of the receiver."""
+    succeeded: dict[int, datetime] = {}
+    failed: dict[int, list[datetime]] = {}
+    for o in outcomes:
+        webhook_id = o.claimed.webhook_id
+        if o.status == ResultStatus.SUCCESS:
+            if webhook_id not in succeeded or o.attempted_at > succeeded[webhook_id]:
+                succeeded[webhook_id] = o.attempted_at
+        elif o.status in (ResultStatus.PENDING_RETRY, ResultStatus.EXHAUSTED):
+            failed.setdefault(webhook_id, []).append(o.attempted_at)
+    return [
+        webhooks.DeliveryHealth(
+            webhook_id,
+            succeeded.get(webhook_id),
+            tuple(
+                at
+                for at in failed.get(webhook_id, ())
+                if webhook_id not in succeeded or at > succeeded[webhook_id]
+            ),
+        )
+        for webhook_id in succeeded.keys() | failed.keys()
+    ]
 
 
 async def release_claims(

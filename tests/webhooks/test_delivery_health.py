@@ -1,0 +1,156 @@
+"""A webhook's delivery health (last success, failing run) as batches of attempts are recorded in
+any order, and the automatic deactivation that reads it."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.helpers import new_customer_id
+from tucano.clock import clock
+from tucano.db import Database
+from tucano.deliveries import service as deliveries
+from tucano.deliveries.models import ResultStatus
+from tucano.webhooks import service as webhooks
+from tucano.webhooks.models import Webhook
+
+T0 = datetime(2032, 1, 10, 10, 0, tzinfo=UTC)
+
+# An attempt: (seconds after T0 it started, whether it succeeded).
+attempts = st.lists(st.tuples(st.integers(0, 50), st.booleans()), min_size=1, max_size=12)
+
+
+def _record(
+    recorded: list[tuple[int, bool]], bounds: list[int]
+) -> tuple[datetime | None, datetime | None]:
+    """(last success, failing since) once `recorded` is recorded in batches cut at `bounds`."""
+    last_success: datetime | None = None
+    failing_since: datetime | None = None
+    for start, end in itertools.pairwise(bounds):
+        batch = recorded[start:end]
+        succeeded = [T0 + timedelta(seconds=s) for s, ok in batch if ok]
+        last_success, failing_since = webhooks.next_delivery_health(
+            last_success,
+            failing_since,
+            succeeded_at=max(succeeded, default=None),
+            failed_at=[T0 + timedelta(seconds=s) for s, ok in batch if not ok],
+        )
+    return last_success, failing_since
+
+
+@given(attempts=attempts, cuts=st.lists(st.integers(0, 12), max_size=4), data=st.data())
+def test_a_failing_run_never_starts_before_the_first_failure_after_the_last_success(
+    attempts: list[tuple[int, bool]], cuts: list[int], data: st.DataObject
+) -> None:
+    recorded = data.draw(st.permutations(attempts))  # as they finish, not as they started
+    bounds = sorted({0, len(recorded), *(min(c, len(recorded)) for c in cuts)})
+    last_success, failing_since = _record(recorded, bounds)
+    # The definition: the latest success, and the first failure that started after it.
+    latest = max((T0 + timedelta(seconds=s) for s, ok in attempts if ok), default=None)
+    after = [
+        T0 + timedelta(seconds=s)
+        for s, ok in attempts
+        if not ok and (latest is None or T0 + timedelta(seconds=s) > latest)
+    ]
+    assert last_success == latest
+    if not after:
+        assert failing_since is None
+    else:
+        # Never earlier than the definition (a working webhook is never switched off early).
+        # Later only when a success was recorded after failures that started after it: the run
+        # then counts from the next failure.
+        assert failing_since is None or failing_since >= min(after)
+        assert failing_since is None or any(failing_since == f for f in after)
+    in_start_order = sorted(attempts)
+    assert _record(in_start_order, bounds)[1] == (min(after) if after else None)
+
+
+async def _webhook(database: Database, **fields: object) -> int:
+    async with database.session() as session:
+        hook = Webhook(
+            customer_id=new_customer_id(),
+            partner_id=None,
+            target_url="https://example.com/h",
+            event_type="PIX_OUTBOUND",
+            is_active=True,
+            secret=webhooks.new_signing_secret(),
+            created_at=T0,
+            updated_at=T0,
+            **fields,
+        )
+        session.add(hook)
+        await session.commit()
+        return hook.id
+
+
+def _outcome(webhook_id: int, status: ResultStatus, at: datetime, n: int) -> deliveries.Outcome:
+    claimed = deliveries.ClaimedDelivery(
+        9_000_000 + n, "token", f"evt_health{n}", "PIX_OUTBOUND", 1, webhook_id, 1, b"{}", None, at
+    )
+    failed = status != ResultStatus.SUCCESS
+    return deliveries.Outcome(
+        claimed=claimed,
+        status=status,
+        target_url="https://example.com/h",
+        http_status=500 if failed else 200,
+        response_body="",
+        error_message="receiver answered HTTP 500" if failed else None,
+        duration_ms=10,
+        attempted_at=at,
+        next_attempt_at=None,
+    )
+
+
+async def test_an_older_failure_recorded_after_a_success_does_not_switch_a_webhook_off(
+    database: Database,
+) -> None:
+    webhook_id = await _webhook(database)
+    # A slow attempt starts at T0 and fails 14 s later; a quick one starts at T0 + 1 s and
+    # succeeds at once. The success is recorded first.
+    success = _outcome(webhook_id, ResultStatus.SUCCESS, T0 + timedelta(seconds=1), 1)
+    with clock.freeze(T0 + timedelta(seconds=2)):
+        await deliveries.record_outcomes(database, [success])
+    with clock.freeze(T0 + timedelta(seconds=15)):
+        await deliveries.record_outcomes(
+            database, [_outcome(webhook_id, ResultStatus.EXHAUSTED, T0, 2)]
+        )
+    async with database.session() as session:
+        switched_off = await webhooks.deactivate_failing_webhooks(
+            session, failing_for=timedelta(days=5), now=T0 + timedelta(days=5, seconds=1)
+        )
+        await session.commit()
+        stored = await session.get(Webhook, webhook_id)
+    assert webhook_id not in switched_off
+    assert stored is not None and stored.is_active and stored.failing_since is None
+
+
+async def test_a_success_recorded_as_the_deactivation_runs_keeps_the_webhook_on(
+    database: Database,
+) -> None:
+    if database.dialect != "postgresql":
+        pytest.skip("PostgreSQL: SQLite's write lock puts the job and every writer in turn")
+    now = clock.now()
+    webhook_id = await _webhook(database, failing_since=now - timedelta(days=6))
+    async with database.session() as job:
+        execute = job.execute
+
+        async def success_first(statement: object, *args: object, **kwargs: object) -> object:
+            # A worker records a success (its own statement, committed) just before the job
+            # writes: the job must see it.
+            health = [webhooks.DeliveryHealth(webhook_id, clock.now(), ())]
+            await webhooks.record_delivery_health_on_postgres(database, health)
+            return await execute(statement, *args, **kwargs)  # type: ignore[arg-type]
+
+        job.execute = success_first  # type: ignore[method-assign,assignment]
+        switched_off = await webhooks.deactivate_failing_webhooks(
+            job, failing_for=timedelta(days=5), now=now
+        )
+        await job.commit()
+    async with database.session() as session:
+        stored = await session.get(Webhook, webhook_id)
+    assert switched_off == []
+    assert stored is not None and stored.is_active and stored.failing_since is None
