@@ -152,6 +152,11 @@ class _DecimalRequest(Request):
                     raise
                 # NaN / Infinity: report as malformed JSON like any other bad document.
                 raise json.JSONDecodeError(str(exc), "", 0) from exc
+            if isinstance(self._json, Decimal):
+                # A body that is a bare fraction (1.5): validation would read a Decimal as an
+                # object with attributes (none of the fields) instead of refusing it as it
+                # refuses 1 or "x". Handed over as the number it is, it is refused the same way.
+                self._json = float(self._json)
         return self._json
 
 

@@ -133,11 +133,15 @@ async def test_every_problem_is_one_line(merchant: Merchant) -> None:
     assert fields == ["eventType", "isActive", "partnerId", "targetUrl"]
 
 
-@pytest.mark.parametrize("body", [[], "text", 5, None])
+@pytest.mark.parametrize("body", [[], "text", 5, 1.5, None])
 async def test_a_body_that_is_not_an_object_is_refused(merchant: Merchant, body: Any) -> None:
+    why = ["body is required"] if body is None else ["body must be a JSON object"]
     response = await merchant.post("/webhook/v1/create", json=body)
-    error = assert_error_body(response, 400)
-    assert error["errors"]
+    assert assert_error_body(response, 400)["errors"] == why
+    # An update, where every field is optional, too: not read as an empty change.
+    webhook_id = (await create(merchant))["webhookId"]
+    response = await merchant.put(f"/webhook/v1/{webhook_id}", json=body)
+    assert assert_error_body(response, 400)["errors"] == why
 
 
 async def test_a_refused_create_stores_nothing(merchant: Merchant) -> None:
