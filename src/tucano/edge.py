@@ -29,6 +29,11 @@ OAUTH_PREFIX = "/oauth/"
 _SAFE_TRANSACTION_ID = re.compile(r"^[\x20-\x7e]{1,256}$")
 
 
+class _ClientGone(Exception):
+    """The server could not write the answer: the client closed the connection (it may have
+    pipelined requests and left before their answers). Not a fault of Tucano's."""
+
+
 class _BodyTooLarge(HTTPException):
     """Raised while the body is read, so the framework answers it like any 413 (errors.py)."""
 
@@ -75,7 +80,10 @@ class EdgeMiddleware:
                     ],
                     (b"x-transaction-id", transaction_id.encode()),
                 ]
-            await send(message)
+            try:
+                await send(message)
+            except Exception as exc:
+                raise _ClientGone from exc
 
         received = 0
 
@@ -117,6 +125,9 @@ class EdgeMiddleware:
         except _BodyTooLarge:
             if not response["started"]:
                 await answer(ErrorCode.PAYLOAD_TOO_LARGE, self._limit_text())
+        except _ClientGone as gone:
+            response["client_gone"] = True
+            log.info("client_gone", error=exception_summary(gone.__cause__ or gone)[:300])
         except Exception as exc:
             if is_database_unavailable(exc):
                 # Not a fault of Tucano's: worth retrying, and one line in the log, not a trace.
@@ -144,6 +155,7 @@ class EdgeMiddleware:
                 path=scope["path"],
                 status=response["status"],
                 durationMs=round((time.perf_counter() - started_at) * 1000, 2),
+                **({"clientGone": True} if response.get("client_gone") else {}),
             )
             structlog.contextvars.unbind_contextvars("transactionId")
 
