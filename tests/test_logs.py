@@ -49,15 +49,47 @@ def test_tucanos_own_secrets_are_masked_wherever_they_appear() -> None:
     assert event["note"] == "client tci_abc asked"
 
 
-@pytest.mark.parametrize("unit", ["-eyJ", "eyJ.", "tsk_", "1 ", "-whsec_"])
+def test_secrets_and_card_numbers_are_masked_whatever_is_next_to_them() -> None:
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl"
+    secret = "tsk_VyRA2LnTo0CAVsjf484OfFsvlWl0MZ-Wq1khd-DQbHU"
+    event = scrub_secrets(
+        None,
+        "info",
+        {
+            "event": "request",
+            "path": f"/webhook/v1/x_{secret}",
+            "signing": "/webhook/v1/Xwhsec_QUJDREVGR0hJSktMTU5PUFFSU1RVVldY",
+            "bearer": f"/webhook/v1/Bearer{jwt}",
+            "after": "/payment-link/v1/4111111100000000-0000-0000-0000-000000000000",
+            "transactionId": "00000000-0000-0000-0000-4111111111111111",
+            "link": "/payment-link/v1/6f1c2d3e-4a5b-4c6d-8e7f-901234567890",
+            "notJwt": "eyJ is how a JSON header starts.",
+        },
+    )
+    assert event["path"] == f"/webhook/v1/x_{REDACTED}"
+    assert event["signing"] == f"/webhook/v1/X{REDACTED}"
+    assert event["bearer"] == f"/webhook/v1/Bearer{REDACTED}"
+    assert "4111111100000000" not in event["after"]
+    assert "4111111111111111" not in event["transactionId"]
+    # A UUID on its own is no card number.
+    assert event["link"] == "/payment-link/v1/6f1c2d3e-4a5b-4c6d-8e7f-901234567890"
+    assert event["notJwt"] == "eyJ is how a JSON header starts."
+
+
+@pytest.mark.parametrize(
+    "unit", ["-eyJ", "eyJ.", "eyJ", "eyJa.b", "tsk_", "1 ", "-whsec_", "x_tsk_", "0000000-", "a-"]
+)
 def test_no_text_makes_the_scrubber_slow(unit: str) -> None:
     # A path is logged on every request, before authentication: a pattern that backtracks
     # (quadratic on "-eyJ-eyJ...": 2 s for 64 KB) would let anyone stall the process.
-    from tucano.logs import _SECRET_VALUE
+    from tucano.logs import _CARD_NUMBER, _JWT_CANDIDATE, _SECRET_VALUE, _UUID, _mask_jwt
 
     text = unit * 50_000  # 200 KB or more: quadratic takes about 20 s, linear milliseconds
     started = time.perf_counter()
     _SECRET_VALUE.sub(REDACTED, text)
+    _JWT_CANDIDATE.sub(_mask_jwt, text)
+    _CARD_NUMBER.sub(REDACTED, text)
+    list(_UUID.finditer(text))
     assert time.perf_counter() - started < 1.0
 
 

@@ -26,20 +26,30 @@ _SECRET_KEYS = re.compile(
 _CARD_NUMBER = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
 REDACTED = "[REDACTED]"
 # Tucano's own secrets and tokens, wherever a caller puts them (a path, a header echoed in a
-# line): client secrets, webhook signing secrets, and JWTs (access and checkout tokens).
-# Linear in the text: a match may start only where a token can (the look-behind), and no
-# quantifier gives back what it took (possessive), so no input makes the scan quadratic.
-_SECRET_VALUE = re.compile(
-    r"(?<![A-Za-z0-9_-])"
-    r"(?:tsk_[A-Za-z0-9_-]++|whsec_[A-Za-z0-9+/=]++|eyJ[A-Za-z0-9_-]*+\.[A-Za-z0-9_-]++\.[A-Za-z0-9_-]*+)"
-)
+# line), whatever comes before them: client secrets, webhook signing secrets, and JWTs (access
+# and checkout tokens). Every scan is linear in the text: a pattern that has started always
+# matches (possessive runs, no required part after one), and the scan goes on after the match,
+# so no input makes it quadratic. A JWT is told apart from other text starting with eyJ after
+# the match: two dots in the run.
+_SECRET_VALUE = re.compile(r"tsk_[A-Za-z0-9_-]++|whsec_[A-Za-z0-9+/=]++")
+_JWT_CANDIDATE = re.compile(r"eyJ[A-Za-z0-9_-]*+(?:\.[A-Za-z0-9_-]*+)*+")
 # Longer text in a log line is cut (a 64 KB path says no more than its first 2 KB).
 LONGEST_LOGGED_TEXT = 2048
 # A traceback is longer (the framework's frames come first) and its end says what went wrong:
 # it keeps its last LONGEST_LOGGED_TRACEBACK characters.
 LONGEST_LOGGED_TRACEBACK = 16384
-# UUIDs (transaction ids, link ids in paths) have digit runs a card number's shape would match.
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+# UUIDs (transaction ids, link ids in paths) have digit runs a card number's shape would match:
+# they are left alone, but only standing on their own (a card number written on either side of
+# one would otherwise pass as part of it).
+_UUID = re.compile(
+    r"(?<![0-9a-fA-F-])"
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"(?![0-9a-fA-F-])"
+)
+
+
+def _mask_jwt(found: re.Match[str]) -> str:
+    return REDACTED if found.group().count(".") >= 2 else found.group()
 
 
 def _scrub_text(text: str, *, traceback: bool = False) -> str:
@@ -49,8 +59,10 @@ def _scrub_text(text: str, *, traceback: bool = False) -> str:
         text = "(cut)..." + text[-LONGEST_LOGGED_TRACEBACK:]
     elif not traceback and len(text) > LONGEST_LOGGED_TEXT:
         text = text[:LONGEST_LOGGED_TEXT] + "...(cut)"
-    if ("_" in text or "eyJ" in text) and _SECRET_VALUE.search(text):
+    if "_" in text:
         text = _SECRET_VALUE.sub(REDACTED, text)
+    if "eyJ" in text:
+        text = _JWT_CANDIDATE.sub(_mask_jwt, text)
     if not _CARD_NUMBER.search(text):
         return text
     kept, start = [], 0
