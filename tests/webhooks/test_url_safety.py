@@ -126,6 +126,36 @@ def test_ambiguous_urls_are_refused(url: str) -> None:
         parse_target_url(url, allow_http=True)
 
 
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://[::1]]/", "IPv6 address in brackets"),
+        ("http://[v1.x]/", "IPv6 address in brackets"),
+        ("http://256.1.1.1/", "not a valid IPv4 address"),
+        ("http://1.1.1.1.1/", "not a valid IPv4 address"),
+        ("http://a.123/", "not a valid IPv4 address"),
+        ("http://xn--zz/", "not valid punycode"),
+        ("http://xn--a.com/", "not valid punycode"),
+    ],
+)
+def test_hosts_no_client_can_send_to_are_refused(url: str, why: str) -> None:
+    with pytest.raises(TargetRefused, match=why):
+        parse_target_url(url, allow_http=True)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://[2001:db8::1]:8443/x",
+        "https://xn--bcher-kva.example/",
+        "https://123abc.com/",
+        "https://a1.example.com/",
+    ],
+)
+def test_hosts_that_look_close_to_those_are_accepted(url: str) -> None:
+    assert parse_target_url(url, allow_http=True).url == url
+
+
 async def test_a_name_resolving_to_loopback_is_refused_unless_allowed() -> None:
     with pytest.raises(TargetRefused, match="not a public address"):
         await check_target_url(

@@ -60,6 +60,30 @@ _LEGACY_IPV4 = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}$"
 _HOSTNAME_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$", re.IGNORECASE)
 
 
+# A label that is a number (decimal, or 0x hexadecimal): a host ending in one is an IPv4 address.
+_NUMERIC_LABEL = re.compile(r"^(?:[0-9]+|0x[0-9a-f]*)$", re.IGNORECASE)
+_BRACKETED_HOST = re.compile(r"^\[([0-9a-f:.]+)\](?::[0-9]*)?$", re.IGNORECASE)
+
+
+def _valid_bracketed_host(netloc: str) -> bool:
+    found = _BRACKETED_HOST.match(netloc)
+    if found is None:
+        return False
+    try:
+        ipaddress.IPv6Address(found.group(1))
+    except ValueError:
+        return False
+    return True
+
+
+def _decodes_as_idna(label: str) -> bool:
+    try:
+        label.encode("ascii").decode("idna")
+    except UnicodeError:
+        return False
+    return True
+
+
 class TargetRefused(ValueError):
     """The URL may not receive webhooks; the message is safe to show to the merchant."""
 
@@ -195,11 +219,20 @@ def parse_target_url(url: str, *, allow_http: bool) -> TargetUrl:
         raise TargetRefused("must name a host")
     if port == 0:
         raise TargetRefused("must not use port 0")
+    if ("[" in parts.netloc or "]" in parts.netloc) and not _valid_bracketed_host(parts.netloc):
+        raise TargetRefused("must write an IPv6 address in brackets as it is, e.g. [2001:db8::1]")
     address = literal_address(host)
     if address is None:
         labels = host.split(".")
         if len(host) > 253 or not all(_HOSTNAME_LABEL.match(label) for label in labels):
             raise TargetRefused("does not have a valid host name")
+        if _NUMERIC_LABEL.match(labels[-1]):
+            # A host ending in a number is read as an IPv4 address (WHATWG URL), and this one
+            # is none: HTTP clients refuse it.
+            raise TargetRefused(f"host {host} is not a valid IPv4 address")
+        for label in labels:
+            if label[:4].lower() == "xn--" and not _decodes_as_idna(label):
+                raise TargetRefused(f"host {host} has a label that is not valid punycode")
     return TargetUrl(
         url=url,
         scheme=scheme,
