@@ -107,6 +107,20 @@ async def test_a_body_of_another_type_is_415_where_no_body_is_taken(
     assert (await merchant.request(method, url + path)).status_code in (200, 204)
 
 
+@pytest.mark.parametrize("encoding", ["br", "gzip"])
+async def test_a_compressed_body_is_415_not_read_as_it_is(
+    merchant: Merchant, encoding: str
+) -> None:
+    response = await merchant.post(
+        "/webhook/v1/create",
+        content=b'{"targetUrl": "https://a.example.com/", "eventType": "PIX_OUTBOUND"}',
+        headers={"content-type": "application/json", "content-encoding": encoding},
+    )
+    error = assert_error_body(response, 415, ErrorCode.UNSUPPORTED_MEDIA_TYPE)
+    assert error["errors"] == [f"Content-Encoding {encoding} is not supported: send the body as is"]
+    assert (await merchant.get("/webhook/v1/list")).json()["totalElements"] == 0
+
+
 async def test_json_with_charset_is_accepted(merchant: Merchant) -> None:
     response = await merchant.post(
         "/webhook/v1/create",

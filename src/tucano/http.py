@@ -33,6 +33,14 @@ async def require_json_content(request: Request) -> None:
     )
     if not has_body:
         return
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        # RFC 9110 8.4: a coding the server does not apply is a 415; read as it is, the body
+        # would be taken for something it is not.
+        raise AppError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+            errors=[f"Content-Encoding {encoding[:40]} is not supported: send the body as is"],
+        )
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "application/json" and not (
         content_type.startswith("application/") and content_type.endswith("+json")
