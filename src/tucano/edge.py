@@ -34,6 +34,23 @@ class _ClientGone(Exception):
     pipelined requests and left before their answers). Not a fault of Tucano's."""
 
 
+def _client_gone(exc: BaseException) -> _ClientGone | None:
+    """The _ClientGone behind `exc`, if any (a streamed answer's task group may wrap it)."""
+    seen: set[int] = set()
+    pending = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, _ClientGone):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            pending += current.exceptions
+        pending += [e for e in (current.__cause__, current.__context__) if e is not None]
+    return None
+
+
 class _BodyTooLarge(HTTPException):
     """Raised while the body is read, so the framework answers it like any 413 (errors.py)."""
 
@@ -125,11 +142,12 @@ class EdgeMiddleware:
         except _BodyTooLarge:
             if not response["started"]:
                 await answer(ErrorCode.PAYLOAD_TOO_LARGE, self._limit_text())
-        except _ClientGone as gone:
-            response["client_gone"] = True
-            log.info("client_gone", error=exception_summary(gone.__cause__ or gone)[:300])
         except Exception as exc:
-            if is_database_unavailable(exc):
+            gone = _client_gone(exc)
+            if gone is not None:
+                response["client_gone"] = True
+                log.info("client_gone", error=exception_summary(gone.__cause__ or gone)[:300])
+            elif is_database_unavailable(exc):
                 # Not a fault of Tucano's: worth retrying, and one line in the log, not a trace.
                 log.warning(
                     "database_unavailable",
