@@ -148,6 +148,8 @@ def test_hosts_no_client_can_send_to_are_refused(url: str, why: str) -> None:
     [
         "https://[2001:db8::1]:8443/x",
         "https://xn--bcher-kva.example/",
+        "https://xn--fa-hia.de/hook",  # faß.de: valid punycode that IDNA 2003 would refuse
+        "https://xn--zca.example/",
         "https://123abc.com/",
         "https://a1.example.com/",
     ],

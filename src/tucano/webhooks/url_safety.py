@@ -77,11 +77,13 @@ def _valid_bracketed_host(netloc: str) -> bool:
 
 
 def _decodes_as_idna(label: str) -> bool:
+    """Whether an xn-- label is punycode for a name (ß included: Python's "idna" codec follows
+    IDNA 2003, which maps ß to ss and so refuses faß.de)."""
     try:
-        label.encode("ascii").decode("idna")
+        name = label[4:].encode("ascii").decode("punycode")
     except UnicodeError:
         return False
-    return True
+    return bool(name) and name.isprintable() and not name.isascii()
 
 
 class TargetRefused(ValueError):
