@@ -261,6 +261,16 @@ class ApiModel(BaseModel):
     )
 
 
+_FRACTION = re.compile(r"[Tt ][0-9:]+[.,]([0-9]+)")
+
+
+def _finer_than_milliseconds(text: str) -> bool:
+    """Whether an ISO 8601 timestamp gives a nonzero digit past the milliseconds (read from
+    the text: datetime keeps six digits and drops the rest)."""
+    fraction = _FRACTION.search(text)
+    return fraction is not None and fraction.group(1)[3:].strip("0") != ""
+
+
 def _timestamp_parser(*, end_of_range: bool) -> Any:
     def parse(value: Any) -> Any:
         if isinstance(value, str):
@@ -281,7 +291,7 @@ def _timestamp_parser(*, end_of_range: bool) -> Any:
                 ) from None
             # No offset given: the interface is UTC throughout, so read it as UTC.
             bound = in_utc(moment)  # cut down to the millisecond, as stored times are
-            if not end_of_range and moment.microsecond % 1000:
+            if not end_of_range and _finer_than_milliseconds(text):
                 # A start between two milliseconds leaves out the one before it.
                 try:
                     bound += timedelta(milliseconds=1)

@@ -456,9 +456,10 @@ async def test_list_dates_bound_creation_inclusive(merchant: Merchant) -> None:
     assert (await listing(merchant, endDate=just_before))["totalElements"] == 0
     # Bounds finer than a millisecond: a start half a millisecond after the link leaves it out,
     # an end half a millisecond after it keeps it.
-    half_after = at[:-1] + "5Z"
-    assert (await listing(merchant, startDate=half_after))["totalElements"] == 0
-    assert (await listing(merchant, endDate=half_after))["totalElements"] == 1
+    for finer in ("5Z", "0001Z", "000001Z"):  # past the six digits a datetime keeps, too
+        after = at[:-1] + finer
+        assert (await listing(merchant, startDate=after))["totalElements"] == 0, after
+        assert (await listing(merchant, endDate=after))["totalElements"] == 1, after
     day = at[:10]
     assert (await listing(merchant, startDate=day, endDate=day))["totalElements"] == 1
 
