@@ -26,6 +26,18 @@ class _WebhookIdConvertor(StringConvertor):
 register_url_convertor("webhook_id", _WebhookIdConvertor())
 
 
+def unsupported_content_encoding(request: Request) -> str | None:
+    """The first content coding of the body other than identity, in every Content-Encoding
+    header, if any. RFC 9110 8.4: a coding the server does not apply is refused (read as it is,
+    the body would be taken for something it is not)."""
+    for header in request.headers.getlist("content-encoding"):
+        for coding in header.split(","):
+            coding = coding.strip().lower()
+            if coding not in ("", "identity"):
+                return coding[:40]
+    return None
+
+
 async def require_json_content(request: Request) -> None:
     """415 unless a request that carries a body says it is JSON."""
     has_body = request.headers.get("content-length", "0") != "0" or "transfer-encoding" in (
@@ -33,13 +45,11 @@ async def require_json_content(request: Request) -> None:
     )
     if not has_body:
         return
-    encoding = request.headers.get("content-encoding", "identity").strip().lower()
-    if encoding not in ("", "identity"):
-        # RFC 9110 8.4: a coding the server does not apply is a 415; read as it is, the body
-        # would be taken for something it is not.
+    encoding = unsupported_content_encoding(request)
+    if encoding is not None:
         raise AppError(
             ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-            errors=[f"Content-Encoding {encoding[:40]} is not supported: send the body as is"],
+            errors=[f"Content-Encoding {encoding} is not supported: send the body as is"],
         )
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "application/json" and not (

@@ -203,6 +203,24 @@ async def test_a_repeated_parameter_is_invalid_request(service: RunningService) 
     assert response.json()["error"] == "invalid_request"
 
 
+async def test_a_body_with_a_content_encoding_is_invalid_request(service: RunningService) -> None:
+    client_id, secret, _ = await service.client_credentials()
+    body = f"grant_type=client_credentials&client_id={client_id}&client_secret={secret}"
+    response = await service.http.post(
+        TOKEN,
+        content=body,
+        headers={
+            "content-type": "application/x-www-form-urlencoded",
+            "content-encoding": "gzip",
+        },
+    )
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid_request",
+        "error_description": "Content-Encoding gzip is not supported: send the body as is",
+    }
+
+
 async def test_parameters_it_does_not_know_are_ignored_even_repeated(
     service: RunningService,
 ) -> None:

@@ -18,6 +18,7 @@ from tucano.auth.service import authenticate_client, parse_scopes
 from tucano.auth.tokens import Principal, encode_access_token
 from tucano.clock import clock
 from tucano.db import ReadSessionDep
+from tucano.http import unsupported_content_encoding
 from tucano.wire import json_response
 
 router = APIRouter(prefix="/oauth/v1", tags=["authentication"])
@@ -73,6 +74,11 @@ async def issue_token(request: Request, session: ReadSessionDep) -> Response:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "application/x-www-form-urlencoded":
         return _oauth_error("invalid_request", "the body must be application/x-www-form-urlencoded")
+    encoding = unsupported_content_encoding(request)
+    if encoding is not None:
+        return _oauth_error(
+            "invalid_request", f"Content-Encoding {encoding} is not supported: send the body as is"
+        )
     try:
         raw = await request.body()
     except ClientDisconnect:
