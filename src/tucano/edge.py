@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tucano.db import is_database_unavailable
 from tucano.errors import ErrorCode, error_response, exception_summary
+from tucano.logs import client_gone
 
 log = structlog.get_logger("tucano.request")
 
@@ -146,6 +147,7 @@ class EdgeMiddleware:
             gone = _client_gone(exc)
             if gone is not None:
                 response["client_gone"] = True
+                client_gone.set(True)
                 log.info("client_gone", error=exception_summary(gone.__cause__ or gone)[:300])
             elif is_database_unavailable(exc):
                 # Not a fault of Tucano's: worth retrying, and one line in the log, not a trace.

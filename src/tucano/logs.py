@@ -11,6 +11,7 @@ import logging
 import re
 import sys
 from collections.abc import MutableMapping
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,8 +23,9 @@ _SECRET_KEYS = re.compile(
     r"secret|token|password|passwd|authorization|api[_-]?key|card[_-]?number|pan|cvv|cvc",
     re.IGNORECASE,
 )
-# 13 to 19 digits, optionally grouped by spaces or dashes: the shapes a card number comes in.
-_CARD_NUMBER = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
+# 13 digits or more, optionally grouped by spaces or dashes: the shapes a card number comes in,
+# and longer runs, which one could be hidden in.
+_CARD_NUMBER = re.compile(r"(?<!\d)(?:\d[ -]?){12,}\d(?!\d)")
 REDACTED = "[REDACTED]"
 # Tucano's own secrets and tokens, wherever a caller puts them (a path, a header echoed in a
 # line), whatever comes before them: client secrets, webhook signing secrets, and JWTs (access
@@ -46,6 +48,22 @@ _UUID = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
     r"(?![0-9a-fA-F-])"
 )
+
+
+# Set by the edge when the client left before its answer could be written: uvicorn then says
+# "ASGI callable returned without completing response." at error level, for a pipelined
+# request, in the same task. The edge's client_gone line says it already.
+client_gone: ContextVar[bool] = ContextVar("client_gone", default=False)
+_INCOMPLETE_RESPONSE = "ASGI callable returned without completing response"
+
+
+class _DropIncompleteAfterClientGone(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.name == "uvicorn.error"
+            and client_gone.get()
+            and str(record.msg).startswith(_INCOMPLETE_RESPONSE)
+        )
 
 
 def _mask_jwt(found: re.Match[str]) -> str:
@@ -136,6 +154,7 @@ def configure_logging(level: str = "INFO") -> None:
             ],
         )
     )
+    handler.addFilter(_DropIncompleteAfterClientGone())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
