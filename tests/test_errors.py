@@ -119,10 +119,11 @@ async def test_a_compressed_body_is_415_not_read_as_it_is(
     error = assert_error_body(response, 415, ErrorCode.UNSUPPORTED_MEDIA_TYPE)
     assert error["errors"] == [f"Content-Encoding {encoding} is not supported: send the body as is"]
     # Every Content-Encoding header counts (together they list the codings applied).
-    response = await merchant.post(
+    response = await merchant.service.http.post(
         "/webhook/v1/create",
         content=b'{"targetUrl": "https://a.example.com/", "eventType": "PIX_OUTBOUND"}',
         headers=[
+            *merchant.headers.items(),
             ("content-type", "application/json"),
             ("content-encoding", "identity"),
             ("content-encoding", encoding),
