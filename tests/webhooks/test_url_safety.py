@@ -136,6 +136,8 @@ def test_ambiguous_urls_are_refused(url: str) -> None:
         ("http://a.123/", "not a valid IPv4 address"),
         ("http://xn--zz/", "not valid punycode"),
         ("http://xn--a.com/", "not valid punycode"),
+        ("http://xn--wca.de/", "not valid punycode"),  # a capital Ü
+        ("http://xn--ab-yu3n.de/", "not valid punycode"),  # a full-width dot inside
     ],
 )
 def test_hosts_no_client_can_send_to_are_refused(url: str, why: str) -> None:

@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
+import idna
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -77,13 +79,13 @@ def _valid_bracketed_host(netloc: str) -> bool:
 
 
 def _decodes_as_idna(label: str) -> bool:
-    """Whether an xn-- label is punycode for a name (ß included: Python's "idna" codec follows
-    IDNA 2003, which maps ß to ss and so refuses faß.de)."""
+    """Whether an xn-- label is a valid IDNA 2008 name (the `idna` library; Python's own codec
+    follows IDNA 2003, which maps ß to ss and so refuses faß.de)."""
     try:
-        name = label[4:].encode("ascii").decode("punycode")
-    except UnicodeError:
+        idna.decode(label)
+    except (idna.IDNAError, UnicodeError):
         return False
-    return bool(name) and name.isprintable() and not name.isascii()
+    return True
 
 
 class TargetRefused(ValueError):
