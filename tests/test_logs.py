@@ -62,7 +62,8 @@ def test_secrets_and_card_numbers_are_masked_whatever_is_next_to_them() -> None:
             "bearer": f"/webhook/v1/Bearer{jwt}",
             "after": "/payment-link/v1/4111111100000000-0000-0000-0000-000000000000",
             "transactionId": "00000000-0000-0000-0000-4111111111111111",
-            "glued": "/payment-link/v1/123e4567-e89b-12d3-a456-4266141740004111111111111111",
+            "glued": "/payment-link/v1/123e4567-e89b-12d3-a456-426614174000-4111111111111111",
+            "endToEnd": "E00000000202611240309abcdefghijk",
             "link": "/payment-link/v1/6f1c2d3e-4a5b-4c6d-8e7f-901234567890",
             "notJwt": "eyJ is how a JSON header starts.",
         },
@@ -73,6 +74,7 @@ def test_secrets_and_card_numbers_are_masked_whatever_is_next_to_them() -> None:
     assert "4111111100000000" not in event["after"]
     assert "4111111111111111" not in event["transactionId"]
     assert "4111111111111111" not in event["glued"]
+    assert event["endToEnd"] == "E00000000202611240309abcdefghijk"  # a PIX id, not a card
     # A UUID on its own is no card number.
     assert event["link"] == "/payment-link/v1/6f1c2d3e-4a5b-4c6d-8e7f-901234567890"
     assert event["notJwt"] == "eyJ is how a JSON header starts."

@@ -23,9 +23,10 @@ _SECRET_KEYS = re.compile(
     r"secret|token|password|passwd|authorization|api[_-]?key|card[_-]?number|pan|cvv|cvc",
     re.IGNORECASE,
 )
-# 13 digits or more, optionally grouped by spaces or dashes: the shapes a card number comes in,
-# and longer runs, which one could be hidden in.
-_CARD_NUMBER = re.compile(r"(?<!\d)(?:\d[ -]?){12,}\d(?!\d)")
+# 13 to 19 digits, optionally grouped by spaces or dashes: the shapes a card number comes in.
+# Longer runs are left alone, so that identifiers such as a PIX end-to-end id (E + 20 digits +
+# 11 characters) stay readable; a card glued to other digits is not recognised.
+_CARD_NUMBER = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
 REDACTED = "[REDACTED]"
 # Tucano's own secrets and tokens, wherever a caller puts them (a path, a header echoed in a
 # line), whatever comes before them: client secrets, webhook signing secrets, and JWTs (access
