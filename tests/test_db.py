@@ -12,8 +12,10 @@ from uuid import uuid4
 import pytest
 from sqlalchemy import text
 
-from tests.conftest import POSTGRES_URL
+from tests.conftest import POSTGRES_URL, make_settings
+from tests.helpers import RunningService, assert_error_body, start_service
 from tucano.db import Database, immediate_transaction, run_on_sqlite
+from tucano.errors import ErrorCode
 
 needs_postgres = pytest.mark.skipif(not POSTGRES_URL, reason="TUCANO_TEST_DATABASE_URL not set")
 
@@ -134,55 +136,51 @@ async def _terminate_sessions(database_url: str, *, running: str | None = None) 
         await admin.close()
 
 
-async def test_pooled_connections_the_server_closed_are_replaced_unseen(
-    private_database: Database,
-) -> None:
-    from tests.conftest import make_settings
-    from tests.helpers import start_service
-
+@pytest.fixture
+async def postgres_service(private_database: Database) -> AsyncIterator[RunningService]:
+    """A service on PostgreSQL, whose connections can be terminated from outside."""
     if private_database.dialect != "postgresql":
         pytest.skip("PostgreSQL: its connections can be terminated from outside")
     running = await start_service(make_settings(private_database.url), private_database)
-    try:
-        merchant = await running.merchant()
-        link = await merchant.post(
-            "/payment-link/v1",
-            json={
-                "payerName": "Ana",
-                "registrationNumber": "52998224725",
-                "amount": 10,
-                "numbersInstallments": 1,
-                "expirationDays": 1,
-            },
-            headers={"x-transaction-id": str(uuid4())},
-        )
-        read_link = f"/payment-link/v1/{link.json()['linkPaymentUuid']}"
-        requests = [("/webhook/v1/list", {}), (read_link, {"x-transaction-id": str(uuid4())})]
-        for path, headers in requests * 4:  # every kind of pool holds a few connections
-            assert (await merchant.get(path, headers=headers)).status_code == 200
-        assert (await running.http.get("/health")).status_code == 200
-        # An administrator (or a failover) ends every connection while they are idle.
-        assert await _terminate_sessions(private_database.url) > 0
-        await asyncio.sleep(0.2)
-        statuses = [(await running.http.get("/health")).status_code]
-        for path, headers in requests * 6:
-            headers = {**headers, "x-transaction-id": str(uuid4())} if headers else {}
-            statuses.append((await merchant.get(path, headers=headers)).status_code)
-        assert set(statuses) == {200}, statuses
-    finally:
-        await running.stop()
+    yield running
+    await running.stop()
+
+
+async def test_pooled_connections_the_server_closed_are_replaced_unseen(
+    private_database: Database, postgres_service: RunningService
+) -> None:
+    running = postgres_service
+    merchant = await running.merchant()
+    link = await merchant.post(
+        "/payment-link/v1",
+        json={
+            "payerName": "Ana",
+            "registrationNumber": "52998224725",
+            "amount": 10,
+            "numbersInstallments": 1,
+            "expirationDays": 1,
+        },
+        headers={"x-transaction-id": str(uuid4())},
+    )
+    read_link = f"/payment-link/v1/{link.json()['linkPaymentUuid']}"
+    requests = [("/webhook/v1/list", {}), (read_link, {"x-transaction-id": str(uuid4())})]
+    for path, headers in requests * 4:  # every kind of pool holds a few connections
+        assert (await merchant.get(path, headers=headers)).status_code == 200
+    assert (await running.http.get("/health")).status_code == 200
+    # An administrator (or a failover) ends every connection while they are idle.
+    assert await _terminate_sessions(private_database.url) > 0
+    await asyncio.sleep(0.2)
+    statuses = [(await running.http.get("/health")).status_code]
+    for path, headers in requests * 6:
+        headers = {**headers, "x-transaction-id": str(uuid4())} if headers else {}
+        statuses.append((await merchant.get(path, headers=headers)).status_code)
+    assert set(statuses) == {200}, statuses
 
 
 async def test_a_connection_lost_mid_request_is_a_503_to_retry_not_a_500(
-    private_database: Database,
+    private_database: Database, postgres_service: RunningService
 ) -> None:
-    from tests.conftest import make_settings
-    from tests.helpers import assert_error_body, start_service
-    from tucano.errors import ErrorCode
-
-    if private_database.dialect != "postgresql":
-        pytest.skip("PostgreSQL: its connections can be terminated from outside")
-    running = await start_service(make_settings(private_database.url), private_database)
+    running = postgres_service
 
     # Statements that are still running when their connection is ended, one per kind of pool.
     @running.app.get("/__slow_session_for_test")
@@ -207,7 +205,6 @@ async def test_a_connection_lost_mid_request_is_a_503_to_retry_not_a_500(
             assert response.headers["retry-after"] == "1"
     finally:
         running.app.router.routes[-2:] = []
-        await running.stop()
 
 
 def test_what_counts_as_the_database_unavailable() -> None:
