@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from uuid import uuid4
 
@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from tests.conftest import POSTGRES_URL, make_settings
 from tests.helpers import RunningService, assert_error_body, start_service
-from tucano.db import Database, immediate_transaction, run_on_sqlite
+from tucano.db import CoalescedLookup, Database, immediate_transaction, run_on_sqlite
 from tucano.errors import ErrorCode
 
 needs_postgres = pytest.mark.skipif(not POSTGRES_URL, reason="TUCANO_TEST_DATABASE_URL not set")
@@ -238,3 +238,122 @@ def test_what_counts_as_the_database_unavailable() -> None:
     ]
     for error in faults:
         assert not is_database_unavailable(error), error
+
+
+class _Table:
+    """What a CoalescedLookup fetches from in these tests: a dict, each fetch recorded, and
+    a gate a test can hold fetches at."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, int] = {}
+        self.fetches: list[list[str]] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.failure: Exception | None = None
+
+    async def fetch_many(self, keys: list[str]) -> dict[str, int]:
+        self.fetches.append(keys)
+        snapshot = dict(self.values)  # what the statement sees: the table as it starts
+        await self.gate.wait()
+        if self.failure is not None:
+            raise self.failure
+        return {key: snapshot[key] for key in keys if key in snapshot}
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never held")
+
+
+async def test_a_lone_lookup_runs_at_once_on_its_own() -> None:
+    table = _Table()
+    table.values = {"a": 1}
+    lookup = CoalescedLookup(table.fetch_many, max_in_flight=2)
+    assert await lookup.get("a") == 1
+    assert await lookup.get("missing") is None
+    assert table.fetches == [["a"], ["missing"]]
+
+
+async def test_lookups_under_load_share_statements_and_get_their_own_answers() -> None:
+    table = _Table()
+    table.values = {f"k{i}": i for i in range(10)}
+    lookup = CoalescedLookup(table.fetch_many, max_in_flight=2)
+    table.gate.clear()
+    asked = [asyncio.create_task(lookup.get(f"k{i % 10}")) for i in range(60)]
+    asked.append(asyncio.create_task(lookup.get("missing")))
+    await _until(lambda: len(table.fetches) == 2)
+    table.gate.set()
+    answers = await asyncio.gather(*asked)
+    assert answers == [i % 10 for i in range(60)] + [None]
+    # Two ran alone while nothing else did; the 59 that came meanwhile went in one statement,
+    # each key asked for once.
+    assert table.fetches[:2] == [["k0"], ["k1"]]
+    assert sorted(table.fetches[2]) == sorted([f"k{i}" for i in range(10)] + ["missing"])
+    assert len(table.fetches) == 3
+
+
+async def test_a_batch_holds_at_most_max_batch_lookups() -> None:
+    table = _Table()
+    table.values = {f"k{i}": i for i in range(50)}
+    lookup = CoalescedLookup(table.fetch_many, max_in_flight=1, max_batch=20)
+    table.gate.clear()
+    asked = [asyncio.create_task(lookup.get(f"k{i}")) for i in range(50)]
+    await _until(lambda: len(table.fetches) == 1)
+    table.gate.set()
+    assert await asyncio.gather(*asked) == list(range(50))
+    assert [len(keys) for keys in table.fetches] == [1, 20, 20, 9]
+
+
+async def test_a_lookup_never_gets_an_answer_older_than_itself() -> None:
+    table = _Table()
+    table.values = {"a": 1}
+    lookup = CoalescedLookup(table.fetch_many, max_in_flight=1)
+    table.gate.clear()
+    before = asyncio.create_task(lookup.get("a"))
+    await _until(lambda: len(table.fetches) == 1)  # a statement is running, blind to what follows
+    table.values["a"] = 2  # a write commits
+    after = asyncio.create_task(lookup.get("a"))  # asked after the write: waits for a new one
+    await asyncio.sleep(0)
+    table.gate.set()
+    assert await before == 1
+    assert await after == 2
+    assert table.fetches == [["a"], ["a"]]
+
+
+async def test_a_failed_statement_fails_each_of_its_lookups_and_the_next_ones_still_run() -> None:
+    table = _Table()
+    table.values = {"a": 1, "b": 2}
+    lookup = CoalescedLookup(table.fetch_many, max_in_flight=1)
+    table.gate.clear()
+    table.failure = ConnectionResetError("connection lost")
+    first = asyncio.create_task(lookup.get("a"))
+    await _until(lambda: len(table.fetches) == 1)
+    waiting = [asyncio.create_task(lookup.get(key)) for key in ("a", "b")]
+    await asyncio.sleep(0)
+    table.gate.set()
+    results = await asyncio.gather(first, *waiting, return_exceptions=True)
+    assert all(isinstance(result, ConnectionResetError) for result in results)
+    table.failure = None
+    assert await lookup.get("b") == 2
+
+
+async def test_a_lookup_whose_request_left_does_not_hold_back_the_others() -> None:
+    table = _Table()
+    table.values = {"a": 1, "b": 2}
+    lookup = CoalescedLookup(table.fetch_many, max_in_flight=1)
+    table.gate.clear()
+    first = asyncio.create_task(lookup.get("a"))
+    await _until(lambda: len(table.fetches) == 1)
+    gone = asyncio.create_task(lookup.get("a"))
+    kept = asyncio.create_task(lookup.get("b"))
+    await asyncio.sleep(0)
+    gone.cancel()
+    table.gate.set()
+    assert await first == 1
+    assert await kept == 2
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert table.fetches == [["a"], ["b"]]  # the cancelled lookup's key was not asked for

@@ -397,6 +397,25 @@ async def test_another_customers_link_is_answered_like_a_missing_one(
     assert report["totalCount"] == 0
 
 
+async def test_reads_at_once_each_answer_their_own_link_and_only_to_its_owner(
+    service: RunningService,
+) -> None:
+    # Concurrent reads share statements on PostgreSQL (db.CoalescedLookup): each must still get
+    # its own link, and a stranger's read in the same batch nothing.
+    owner, stranger = await service.merchant(), await service.merchant()
+    links = [await create(owner, amount=Decimal(f"{10 + i}.00")) for i in range(12)]
+    reads = [(owner, link) for link in links] * 3 + [(stranger, link) for link in links]
+    answers = await asyncio.gather(
+        *(reader.get(f"{BASE}/{link['linkPaymentUuid']}", headers=tx()) for reader, link in reads)
+    )
+    for (reader, link), answer in zip(reads, answers, strict=True):
+        if reader is owner:
+            assert answer.status_code == 200, answer.text
+            assert answer.json() == link
+        else:
+            assert_error_body(answer, 404, ErrorCode.PAYMENT_LINK_NOT_FOUND)
+
+
 async def test_a_link_expires_exactly_at_its_expiration_date(service: RunningService) -> None:
     start = datetime(2030, 5, 1, 12, 0, tzinfo=UTC)
     with clock.freeze(start) as frozen:

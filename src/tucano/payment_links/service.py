@@ -19,6 +19,8 @@ from sqlalchemy import (
     ColumnElement,
     Select,
     Table,
+    Uuid,
+    any_,
     bindparam,
     case,
     delete,
@@ -29,6 +31,7 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import asyncpg as postgresql_asyncpg
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -313,26 +316,41 @@ def _payment_of(row: Any) -> PaymentView | None:
     )
 
 
-# The same statement for asyncpg, with its parameters in order: link_uuid, customer.
-_READ_LINK_ON_POSTGRES = str(
-    _READ_LINK.compile(dialect=postgresql_asyncpg.dialect())  # type: ignore[no-untyped-call]
+# The same statement for asyncpg, for many links at once (see _read_links_on_postgres).
+_READ_LINKS_ON_POSTGRES = str(
+    select(*_LINKS.c, *_PAYMENT_VIEW)
+    .outerjoin(_PAYMENTS, _PAYMENTS.c.link_id == _LINKS.c.id)
+    .where(_LINKS.c.uuid == any_(bindparam("link_uuids", type_=ARRAY(Uuid))))
+    .compile(dialect=postgresql_asyncpg.dialect())  # type: ignore[no-untyped-call]
 )
 _LinkRow = NamedTuple(  # type: ignore[misc]  # the columns of _READ_LINK, by name
     "_LinkRow", [(column.name, Any) for column in _READ_LINK.selected_columns]
 )
+_LinkKey = tuple[int, uuid.UUID]  # customer, link
+
+
+async def _read_links_on_postgres(
+    database: Database, keys: list[_LinkKey]
+) -> dict[_LinkKey, _LinkRow]:
+    """The links of `keys` in one statement, straight through asyncpg; a key whose link is
+    another customer's finds nothing."""
+    async with database.driver_connection() as connection:
+        records = await connection.fetch(_READ_LINKS_ON_POSTGRES, [key[1] for key in keys])
+    rows: list[Any] = [_LinkRow(*record) for record in records]
+    return {(row.customer_id, row.uuid): row for row in rows}
 
 
 async def read_link(
     database: Database, *, customer_id: int, link_uuid: uuid.UUID
 ) -> tuple[Any, PaymentView | None]:
     """The customer's link and its payment, for display (a row with the link's column names,
-    read without the ORM; on PostgreSQL straight through asyncpg, the most frequent request's
-    one statement); another customer's link is answered as missing. Writers use `get_link`."""
+    read without the ORM); another customer's link is answered as missing. Writers use
+    `get_link`. On PostgreSQL, the most frequent request: reads that arrive together under load
+    share one statement (db.CoalescedLookup), each still seeing every write committed before it
+    came."""
     row: Any
     if database.dialect == "postgresql":
-        async with database.driver_connection() as connection:
-            record = await connection.fetchrow(_READ_LINK_ON_POSTGRES, link_uuid, customer_id)
-        row = None if record is None else _LinkRow(*record)
+        row = await database.coalesced(_read_links_on_postgres).get((customer_id, link_uuid))
     else:
         async with database.read_engine.connect() as connection:
             row = (
