@@ -32,6 +32,24 @@ def test_secret_keys_and_card_numbers_are_masked() -> None:
     assert event["customerId"] == 42 and event["transactionId"] == "keep-me"
 
 
+@pytest.mark.parametrize(
+    "card",
+    [
+        "4111.1111.1111.1111",
+        "4111_1111_1111_1111",
+        "4111/1111/1111/1111",
+        "4111  1111  1111  1111",
+        "4111\t1111\t1111\t1111",
+        "4111 -1111 -1111 -1111",
+        "3782 822463 10005",
+        "5500 0000 0000 0004",
+    ],
+)
+def test_card_numbers_are_masked_however_they_are_grouped(card: str) -> None:
+    event = scrub_secrets(None, "info", {"event": "request", "path": f"/x?card={card}&n=1"})
+    assert event["path"] == f"/x?card={REDACTED}&n=1"
+
+
 def test_tucanos_own_secrets_are_masked_wherever_they_appear() -> None:
     jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl"
     event = scrub_secrets(
@@ -81,7 +99,11 @@ def test_secrets_and_card_numbers_are_masked_whatever_is_next_to_them() -> None:
 
 
 @pytest.mark.parametrize(
-    "unit", ["-eyJ", "eyJ.", "eyJ", "eyJa.b", "tsk_", "1 ", "-whsec_", "x_tsk_", "0000000-", "a-"]
+    "unit",
+    [
+        *("-eyJ", "eyJ.", "eyJ", "eyJa.b", "tsk_", "-whsec_", "x_tsk_"),
+        *("1 ", "1._", "1  ", "1...", "0000000-", "a-"),
+    ],
 )
 def test_no_text_makes_the_scrubber_slow(unit: str) -> None:
     # A path is logged on every request, before authentication: a pattern that backtracks
