@@ -202,3 +202,24 @@ async def test_the_answer_kept_is_its_first_kib_in_utf8_however_it_arrives(
 
 async def binary() -> web.StreamResponse:
     return web.Response(status=500, body=bytes(range(128, 256)) * 16)
+
+
+async def test_an_answer_after_the_timeout_is_a_failure_to_the_millisecond(
+    receiver: Receiver,
+) -> None:
+    # aiohttp rounds a timeout of 5 s or more up to the event loop's next whole second unless
+    # told not to: 15 s then meant anything up to 16 s. Starting just after a whole second makes
+    # that rounding give almost a second more, so an answer 0.3 s late would count as a success.
+    from tests.receivers import hanging
+
+    receiver.behaviours["/late"] = hanging(5.3)
+    client = Sender(allowed_networks=LOOPBACK, allow_http=True, timeout=5, max_connections=4)
+    loop = asyncio.get_running_loop()
+    try:
+        await asyncio.sleep(1.05 - loop.time() % 1)
+        result = await client.send(receiver.url("/late"), body=b"{}", headers={}, now=clock.now())
+    finally:
+        await client.close()
+    assert result.http_status is None
+    assert result.error_message == "timed out after 5 s without a complete answer"
+    assert 5000 <= result.duration_ms < 5300

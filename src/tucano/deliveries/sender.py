@@ -106,7 +106,11 @@ class Sender:
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
-                timeout=aiohttp.ClientTimeout(total=self._timeout),
+                # aiohttp rounds a timeout of ceil_threshold seconds or more up to the loop's
+                # next whole second (fewer timer wake-ups); 15 s must not mean up to 16.
+                timeout=aiohttp.ClientTimeout(
+                    total=self._timeout, ceil_threshold=self._timeout + 1
+                ),
                 cookie_jar=aiohttp.DummyCookieJar(),
                 trust_env=False,
                 auto_decompress=False,
