@@ -271,6 +271,9 @@ def _finer_than_milliseconds(text: str) -> bool:
     return fraction is not None and fraction.group(1)[3:].strip("0") != ""
 
 
+_OFFSET_WITH_SECONDS = re.compile(r"[Tt ].*[+-]\d\d:?\d\d:?\d\d([.,]\d*)?$")
+
+
 def _timestamp_parser(*, end_of_range: bool) -> Any:
     def parse(value: Any) -> Any:
         if isinstance(value, str):
@@ -289,6 +292,10 @@ def _timestamp_parser(*, end_of_range: bool) -> Any:
                 raise ValueError(
                     "must be an ISO 8601 timestamp such as 2026-01-15T10:30:00.000Z"
                 ) from None
+            if _OFFSET_WITH_SECONDS.search(text):
+                # Python reads "+00:00:00.000001" (and drops its fraction); ISO 8601 offsets are
+                # hours and minutes.
+                raise ValueError("must have an offset in hours and minutes, such as -03:00")
             # No offset given: the interface is UTC throughout, so read it as UTC.
             bound = in_utc(moment)  # cut down to the millisecond, as stored times are
             if not end_of_range and _finer_than_milliseconds(text):

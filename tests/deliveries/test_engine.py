@@ -519,6 +519,10 @@ async def test_empty_results_are_the_empty_page(merchant: Merchant) -> None:
         ({"startDate": "yesterday"}, "startDate must be an ISO 8601 timestamp"),
         ({"endDate": "2026-13-01"}, "endDate must be an ISO 8601 timestamp"),
         (
+            {"endDate": "2026-01-01T00:00:00+00:00:00.5"},
+            "endDate must have an offset in hours and minutes",
+        ),
+        (
             {"startDate": "2026-02-01", "endDate": "2026-01-01"},
             "startDate must not be after endDate",
         ),

@@ -607,6 +607,14 @@ async def test_payer_names_sort_by_code_point_whatever_the_database_collation(
         ({"endDate": None}, "endDate is required"),
         ({"startDate": "yesterday"}, "startDate must be an ISO 8601 timestamp"),
         (
+            {"startDate": "2026-01-01T00:00:00.000+00:00:00.000001"},
+            "startDate must have an offset in hours and minutes",
+        ),
+        (
+            {"endDate": "2026-12-31T00:00:00-03:00:30"},
+            "endDate must have an offset in hours and minutes",
+        ),
+        (
             {"startDate": "2026-02-01", "endDate": "2026-01-01"},
             "startDate must not be after endDate",
         ),
