@@ -121,6 +121,21 @@ async def test_card_installments_are_bounded_by_the_offer(
     assert (await details(merchant, link["linkPaymentUuid"]))["payment"] is None
 
 
+async def test_no_card_instalment_is_charged_below_a_cent(
+    service: RunningService, merchant: Merchant
+) -> None:
+    # 0.02 offered in up to 10: from 5 on the options read 0.00 (decisions.md's rounding to the
+    # letter), and a charge in three would be 0.01 + 0.01 + nothing.
+    link = await create(merchant, amount=Decimal("0.02"), numbersInstallments=10)
+    assert link["installmentsOptions"][4] == {"numberInstallments": 5, "amountInstallment": 0.0}
+    with pytest.raises(AppError) as refused:
+        await pay(service, merchant, link["linkPaymentUuid"], METHOD_CARD, installments=3)
+    assert refused.value.errors == ["installments must be between 1 and 2 for this link"]
+    await pay(service, merchant, link["linkPaymentUuid"], METHOD_CARD, installments=2)
+    payment = (await details(merchant, link["linkPaymentUuid"]))["payment"]
+    assert isinstance(payment, dict) and payment["installments"] == 2
+
+
 async def test_payments_are_found_by_method_and_receipt_and_reported(
     service: RunningService, merchant: Merchant
 ) -> None:

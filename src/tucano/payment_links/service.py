@@ -827,9 +827,11 @@ async def pay_link(
         raise BadRequest("paymentMethod must be 1 (credit card) or 2 (PIX)")
     if method == METHOD_PIX:
         installments = 1
-    elif not 1 <= installments <= link.numbers_installments:
+    elif not 1 <= installments <= min(link.numbers_installments, link.amount_cents):
+        # Offered (installmentsOptions) and at least a cent each: 0.02 is never charged in three.
         raise BadRequest(
-            f"installments must be between 1 and {link.numbers_installments} for this link"
+            "installments must be between 1 and "
+            f"{min(link.numbers_installments, link.amount_cents)} for this link"
         )
     # The guard and the change in one statement, so two payments can never both succeed.
     paid = await session.execute(
