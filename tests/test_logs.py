@@ -41,6 +41,7 @@ def test_secret_keys_and_card_numbers_are_masked() -> None:
         "4111  1111  1111  1111",
         "4111\t1111\t1111\t1111",
         "4111 -1111 -1111 -1111",
+        "4111 - 1111 - 1111 - 1111",
         "3782 822463 10005",
         "5500 0000 0000 0004",
     ],
@@ -102,7 +103,7 @@ def test_secrets_and_card_numbers_are_masked_whatever_is_next_to_them() -> None:
     "unit",
     [
         *("-eyJ", "eyJ.", "eyJ", "eyJa.b", "tsk_", "-whsec_", "x_tsk_"),
-        *("1 ", "1._", "1  ", "1...", "0000000-", "a-"),
+        *("1 ", "1._", "1  ", "1...", "1 - ", "0000000-", "a-"),
     ],
 )
 def test_no_text_makes_the_scrubber_slow(unit: str) -> None:
