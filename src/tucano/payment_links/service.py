@@ -16,11 +16,12 @@ from datetime import date, datetime, timedelta
 from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Select,
     Table,
     Uuid,
-    any_,
+    and_,
     bindparam,
     case,
     delete,
@@ -316,11 +317,24 @@ def _payment_of(row: Any) -> PaymentView | None:
     )
 
 
-# The same statement for asyncpg, for many links at once (see _read_links_on_postgres).
+# The same statement for asyncpg, for many links at once (see _read_links_on_postgres): the
+# (link, customer) pairs asked for, as two arrays in order, joined to the links they name.
+_WANTED = (
+    func.unnest(
+        bindparam("link_uuids", type_=ARRAY(Uuid)), bindparam("customers", type_=ARRAY(BigInteger))
+    )
+    .table_valued("uuid", "customer_id")
+    .render_derived(name="wanted")
+)
 _READ_LINKS_ON_POSTGRES = str(
     select(*_LINKS.c, *_PAYMENT_VIEW)
+    .select_from(
+        _LINKS.join(
+            _WANTED,
+            and_(_LINKS.c.uuid == _WANTED.c.uuid, _LINKS.c.customer_id == _WANTED.c.customer_id),
+        )
+    )
     .outerjoin(_PAYMENTS, _PAYMENTS.c.link_id == _LINKS.c.id)
-    .where(_LINKS.c.uuid == any_(bindparam("link_uuids", type_=ARRAY(Uuid))))
     .compile(dialect=postgresql_asyncpg.dialect())  # type: ignore[no-untyped-call]
 )
 _LinkRow = NamedTuple(  # type: ignore[misc]  # the columns of _READ_LINK, by name
@@ -335,7 +349,9 @@ async def _read_links_on_postgres(
     """The links of `keys` in one statement, straight through asyncpg; a key whose link is
     another customer's finds nothing."""
     async with database.driver_connection() as connection:
-        records = await connection.fetch(_READ_LINKS_ON_POSTGRES, [key[1] for key in keys])
+        records = await connection.fetch(
+            _READ_LINKS_ON_POSTGRES, [key[1] for key in keys], [key[0] for key in keys]
+        )
     rows: list[Any] = [_LinkRow(*record) for record in records]
     return {(row.customer_id, row.uuid): row for row in rows}
 
