@@ -72,6 +72,27 @@ async def test_sqlite_work_joins_the_session_transaction(sqlite_database: Databa
     ]
 
 
+async def test_a_sqlite_transaction_left_open_is_rolled_back_when_its_connection_returns(
+    sqlite_database: Database,
+) -> None:
+    # The pool's own rollback on return is replaced by one only when a transaction is open
+    # (db._on_reset): work that leaves one open must not leak it into the next user.
+    def begin_and_leave_open(connection: sqlite3.Connection) -> None:
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute("INSERT INTO notes VALUES ('never committed')")
+
+    await sqlite_database.run_on_sqlite(begin_and_leave_open)
+
+    def state(connection: sqlite3.Connection) -> tuple[bool, list[str]]:
+        return connection.in_transaction, _bodies(connection)
+
+    assert await sqlite_database.run_on_sqlite(state) == (False, [])
+    async with sqlite_database.session() as session:  # BEGIN IMMEDIATE would fail if still open
+        await session.execute(text("INSERT INTO notes VALUES ('next')"))
+        await session.commit()
+    assert await sqlite_database.run_on_sqlite(_bodies) == ["next"]
+
+
 @pytest.mark.postgres
 @needs_postgres
 async def test_the_url_options_reach_the_statement_pool() -> None:

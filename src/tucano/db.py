@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.orm import DeclarativeBase, Session
 from sqlalchemy.types import TypeDecorator
+from sqlalchemy.util import await_
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -110,8 +111,18 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Any) -> None:
         # Take the write lock up front: a deferred transaction that reads and then writes can
-        # fail with SQLITE_BUSY at once instead of waiting out busy_timeout.
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        # fail with SQLITE_BUSY at once instead of waiting out busy_timeout. Sent in one
+        # hand-over to the driver's thread: as a statement through SQLAlchemy it is three
+        # (cursor, execute, close), each about 45 us of CPU.
+        driver = connection.connection.driver_connection  # aiosqlite.Connection
+        await_(driver._execute(driver._conn.execute, "BEGIN IMMEDIATE"))
+
+    @event.listens_for(engine.sync_engine, "reset")
+    def _on_reset(dbapi_connection: Any, _record: Any, _state: Any) -> None:
+        # In place of the pool's rollback on every return (pool_reset_on_return=None): only a
+        # connection left in a transaction needs one, and sqlite3 knows without a hand-over.
+        if dbapi_connection.driver_connection.in_transaction:
+            dbapi_connection.rollback()
 
 
 def _replace_closed_connections(engine: AsyncEngine) -> None:
@@ -134,7 +145,12 @@ def create_engine(
         # One connection per process: SQLite has one writer at a time anyway, and queueing for
         # the connection in asyncio is far cheaper than SQLite's busy handler, which sleeps.
         engine = create_async_engine(
-            url, hide_parameters=True, pool_size=1, max_overflow=0, pool_timeout=120
+            url,
+            hide_parameters=True,
+            pool_size=1,
+            max_overflow=0,
+            pool_timeout=120,
+            pool_reset_on_return=None,  # see _on_reset
         )
         _configure_sqlite(engine)
         return engine
