@@ -93,6 +93,41 @@ async def test_a_sqlite_transaction_left_open_is_rolled_back_when_its_connection
     assert await sqlite_database.run_on_sqlite(_bodies) == ["next"]
 
 
+async def test_a_request_cancelled_while_waiting_for_the_sqlite_lock_leaves_it_free(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "db.sqlite"
+    database = Database(f"sqlite+aiosqlite:///{path}")
+    async with database.session() as session:
+        await session.execute(text("CREATE TABLE notes (body TEXT NOT NULL)"))
+        await session.commit()
+    other_process = sqlite3.connect(path, isolation_level=None, timeout=5)
+    try:
+        other_process.execute("BEGIN IMMEDIATE")  # holds the write lock
+
+        async def write(body: str) -> None:
+            async with database.session() as session:
+                await session.execute(text("INSERT INTO notes VALUES (:b)"), {"b": body})
+                await session.commit()
+
+        waiting = asyncio.create_task(write("cancelled"))
+        await asyncio.sleep(0.3)  # its BEGIN IMMEDIATE waits in SQLite's busy handler
+        waiting.cancel()
+        await asyncio.sleep(0.1)  # the cancelled request returns its connection meanwhile
+        other_process.execute("COMMIT")  # the lock frees: the queued BEGIN runs now
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        # This process must not hold the lock now, nor be left inside a transaction.
+        other_process.execute("BEGIN IMMEDIATE")
+        other_process.execute("INSERT INTO notes VALUES ('other process')")
+        other_process.execute("COMMIT")
+        await write("next")
+        assert await database.run_on_sqlite(_bodies) == ["next", "other process"]
+    finally:
+        other_process.close()
+        await database.dispose()
+
+
 @pytest.mark.postgres
 @needs_postgres
 async def test_the_url_options_reach_the_statement_pool() -> None:

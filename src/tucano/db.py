@@ -35,6 +35,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 from sqlalchemy.orm import DeclarativeBase, Session
+from sqlalchemy.pool import PoolResetState
 from sqlalchemy.types import TypeDecorator
 from sqlalchemy.util import await_
 
@@ -96,6 +97,9 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+_BEGIN_PENDING = "tucano_begin_pending"
+
+
 def _configure_sqlite(engine: AsyncEngine) -> None:
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -115,13 +119,22 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         # hand-over to the driver's thread: as a statement through SQLAlchemy it is three
         # (cursor, execute, close), each about 45 us of CPU.
         driver = connection.connection.driver_connection  # aiosqlite.Connection
+        info = connection.connection.info  # the pooled connection's, kept across checkouts
+        # Until the BEGIN has run, sqlite3 does not say a transaction is open; if the request
+        # is cancelled meanwhile, the BEGIN still runs on the thread after it: _on_reset must
+        # then roll it back (queued behind it), or the connection goes back holding the lock.
+        info[_BEGIN_PENDING] = True
         await_(driver._execute(driver._conn.execute, "BEGIN IMMEDIATE"))
+        del info[_BEGIN_PENDING]
 
     @event.listens_for(engine.sync_engine, "reset")
-    def _on_reset(dbapi_connection: Any, _record: Any, _state: Any) -> None:
+    def _on_reset(dbapi_connection: Any, record: Any, state: PoolResetState) -> None:
         # In place of the pool's rollback on every return (pool_reset_on_return=None): only a
         # connection left in a transaction needs one, and sqlite3 knows without a hand-over.
-        if dbapi_connection.driver_connection.in_transaction:
+        begin_pending = record is not None and record.info.pop(_BEGIN_PENDING, False)
+        if state.terminate_only or not state.asyncio_safe:
+            return  # garbage collection: no I/O possible, and the pool closes the connection
+        if begin_pending or dbapi_connection.driver_connection.in_transaction:
             dbapi_connection.rollback()
 
 
