@@ -77,3 +77,34 @@ async def test_many_hanging_hosts_neither_take_every_sender_nor_all_the_room_to_
         assert all(r.most_open["/hang"] == PER_TARGET for r in hanging_receivers)
     finally:
         await asyncio.gather(*(r.stop() for r in hanging_receivers))
+
+
+async def test_a_hanging_host_with_more_webhooks_than_the_room_to_claim_holds_back_no_one(
+    small_pool_service: RunningService, receiver: Receiver
+) -> None:
+    # A host behind hundreds of webhooks (every customer of one integration platform, say):
+    # left out of claims by the webhooks of it the worker had seen, it filled the whole room
+    # to claim with deliveries it takes one a timeout, and every other host waited.
+    service = small_pool_service
+    publisher = await service.merchant(scopes=[Scope.EVENTS_PUBLISH])
+    owner = await service.merchant()
+    healthy_owner = await service.merchant()
+    hanging_receiver = Receiver(behaviours={f"/hang/{i}": hanging(5) for i in range(200)})
+    await hanging_receiver.start()
+    try:
+        await register(healthy_owner, receiver, "/healthy")
+        for i in range(200):  # more webhooks than the worker may hold deliveries (24 x 8)
+            await register(owner, hanging_receiver, f"/hang/{i}")
+        await publish(publisher, owner.customer_id)
+
+        async def at_its_cap() -> bool:
+            return sum(hanging_receiver.open_now.values()) == PER_TARGET
+
+        await eventually(at_its_cap, timeout=5, what="the hanging host at its cap")
+        started = time.monotonic()
+        await publish(publisher, healthy_owner.customer_id)
+        await receiver.wait_for("/healthy", 1, timeout=5)
+        assert time.monotonic() - started < 2
+        assert sum(hanging_receiver.open_now.values()) == PER_TARGET
+    finally:
+        await hanging_receiver.stop()

@@ -389,17 +389,27 @@ class ClaimedDelivery(NamedTuple):
 # Delivery). Held deliveries stay at the head of the due indexes and each claim steps over them:
 # a few hundred per worker, cheaper than the index entries a moved `next_attempt_at` wrote.
 _NOT_LEASED = "(lease_until IS NULL OR lease_until <= {now})"
+# Hosts left out of a claim, by the target URL of each delivery's webhook: its
+# scheme://host[:port] (worker._target_key, lower case) followed by nothing, /, ? or #. Left
+# out by host, not only by the webhooks of it a worker has seen: a hanging host behind more
+# webhooks than a worker may hold would otherwise fill every claim.
+_NOT_TO_HOSTS_ON_POSTGRES = """
+(cardinality($7::text[]) = 0 OR NOT EXISTS (
+    SELECT 1 FROM webhooks AS w, unnest($7::text[]) AS k(host)
+     WHERE w.id = deliveries.webhook_id
+       AND lower(left(w.target_url, length(k.host))) = k.host
+       AND substr(w.target_url, length(k.host) + 1, 1) IN ('', '/', '?', '#')))"""
 _CLAIM_ON_POSTGRES = f"""
 WITH retry AS (
     SELECT id FROM deliveries
      WHERE {RETRY_QUEUE} AND next_attempt_at <= $1 AND {_NOT_LEASED.format(now="$1")}
-       AND webhook_id <> ALL($5::bigint[])
+       AND webhook_id <> ALL($5::bigint[]) AND {_NOT_TO_HOSTS_ON_POSTGRES}
      ORDER BY next_attempt_at LIMIT $2
        FOR UPDATE SKIP LOCKED
 ), fresh AS (
     SELECT id FROM deliveries
      WHERE {FIRST_ATTEMPT_QUEUE} AND next_attempt_at <= $1 AND {_NOT_LEASED.format(now="$1")}
-       AND webhook_id <> ALL($5::bigint[])
+       AND webhook_id <> ALL($5::bigint[]) AND {_NOT_TO_HOSTS_ON_POSTGRES}
      ORDER BY next_attempt_at LIMIT $3 - (SELECT count(*) FROM retry)
        FOR UPDATE SKIP LOCKED
 ), claimed AS (
@@ -424,8 +434,13 @@ _DUE_ON_SQLITE = f"""
 SELECT id FROM deliveries
  WHERE {{queue}} AND next_attempt_at <= ? AND {_NOT_LEASED.format(now="?")}
    AND webhook_id NOT IN (SELECT value FROM json_each(?))
+   AND (? = '[]' OR NOT EXISTS (
+       SELECT 1 FROM webhooks AS w, json_each(?) AS k
+        WHERE w.id = deliveries.webhook_id
+          AND lower(substr(w.target_url, 1, length(k.value))) = k.value
+          AND substr(w.target_url, length(k.value) + 1, 1) IN ('', '/', '?', '#')))
  ORDER BY next_attempt_at LIMIT ?
-"""  # noqa: S608 - our own constants
+"""  # noqa: S608 - our own constants (hosts as on PostgreSQL: _NOT_TO_HOSTS_ON_POSTGRES)
 _CLAIM_ON_SQLITE = """
 UPDATE deliveries SET lease_until = ?, claim_token = ?, updated_at = ?
  WHERE id IN (SELECT value FROM json_each(?))
@@ -450,25 +465,28 @@ async def _claim_on_sqlite(
     until: datetime,
     token: str,
     exclude_webhooks: Sequence[int],
+    exclude_hosts: Sequence[str],
 ) -> list[tuple[Any, ...]]:
     stored_time = _DELIVERIES.c.next_attempt_at.type.bind_processor(database.engine.dialect)
     assert stored_time is not None
     at, lease_end = stored_time(now), stored_time(until)
     excluded = orjson.dumps(list(exclude_webhooks)).decode()
+    hosts = orjson.dumps(list(exclude_hosts)).decode()
 
     def claim(connection: sqlite3.Connection) -> list[tuple[Any, ...]]:
         with immediate_transaction(connection):  # nobody else claims meanwhile
             ids = [
                 row[0]
                 for row in connection.execute(
-                    _DUE_ON_SQLITE.format(queue=RETRY_QUEUE), (at, at, excluded, retries)
+                    _DUE_ON_SQLITE.format(queue=RETRY_QUEUE),
+                    (at, at, excluded, hosts, hosts, retries),
                 )
             ]
             ids += [
                 row[0]
                 for row in connection.execute(
                     _DUE_ON_SQLITE.format(queue=FIRST_ATTEMPT_QUEUE),
-                    (at, at, excluded, limit - len(ids)),
+                    (at, at, excluded, hosts, hosts, limit - len(ids)),
                 )
             ]
             if not ids:
@@ -494,12 +512,14 @@ async def claim_due_deliveries(
     limit: int,
     lease: timedelta,
     exclude_webhooks: Sequence[int] = (),
+    exclude_hosts: Sequence[str] = (),
 ) -> Claim:
     """Take up to `limit` due deliveries for this worker until `lease` runs out.
 
     Retries may take up to a quarter of each batch and first attempts take the rest, so a
     backlog of retries to a failing receiver cannot hold back new events, nor new events starve
-    retries. Deliveries of `exclude_webhooks` are left for others.
+    retries. Deliveries of `exclude_webhooks`, and to `exclude_hosts` (scheme://host[:port] in
+    lower case), are left for others.
     """
     now = clock.now()
     token = secrets.token_hex(16)
@@ -514,6 +534,7 @@ async def claim_due_deliveries(
                 now + lease,
                 list(exclude_webhooks),
                 token,
+                list(exclude_hosts),
             )
     else:
         rows = await _claim_on_sqlite(
@@ -524,6 +545,7 @@ async def claim_due_deliveries(
             until=now + lease,
             token=token,
             exclude_webhooks=exclude_webhooks,
+            exclude_hosts=exclude_hosts,
         )
     claimed = []
     for (

@@ -377,6 +377,7 @@ class DeliveryWorker:
                 limit=room,
                 lease=self.lease,
                 exclude_webhooks=[webhook_id for t in full for webhook_id in t.webhook_ids],
+                exclude_hosts=[t.key for t in full],
             )
         except Exception as exc:
             self._claim_failures += 1
