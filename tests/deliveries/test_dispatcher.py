@@ -157,6 +157,29 @@ async def test_changes_missed_give_back_every_delivery_held_but_not_started() ->
     assert len(worker._stale) == 4 and started[0] not in worker._stale
 
 
+async def test_a_delivery_given_back_after_its_webhook_was_deleted_gets_its_last_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Held as stale (its webhook had just changed) when the webhook was deleted: the deletion
+    # left its record to this worker, which hears it is cancelled from the give-back.
+    settings = make_settings("sqlite+aiosqlite:///unused.db")
+    worker = DeliveryWorker(Database(settings.database_url), settings)
+    cancelled, kept = claimed("https://a.example/x", 1), claimed("https://a.example/x", 1)
+    worker._stale = [cancelled, kept]
+
+    async def release(_database: Any, claims: Any, **_kwargs: Any) -> list[ClaimedDelivery]:
+        assert claims == [cancelled, kept]
+        return [cancelled]
+
+    monkeypatch.setattr(service, "release_claims", release)
+    await worker._give_back_stale()
+
+    (outcome,) = worker._outcomes
+    assert outcome.claimed == cancelled and outcome.status == "FAILED"
+    assert outcome.error_message == "not sent: the webhook was deleted; this delivery is cancelled"
+    assert outcome.next_attempt_at is None and worker._stale == []
+
+
 async def test_a_claim_under_way_when_changes_were_missed_is_given_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -14,6 +14,7 @@ from tucano.clock import clock
 from tucano.db import Database
 from tucano.deliveries import service
 from tucano.deliveries.models import Delivery, DeliveryResult, Event, ResultStatus
+from tucano.webhooks import service as webhooks
 from tucano.webhooks.events import EventType
 from tucano.webhooks.models import Webhook
 from tucano.webhooks.samples import sample_payload
@@ -194,6 +195,72 @@ async def test_one_record_moves_each_delivery_by_its_own_outcome(
     gone = results[vanished.delivery_id]
     assert gone.status == ResultStatus.FAILED and gone.next_attempt_at is None
     assert gone.error_message == "HTTP 503" + service.NOT_RETRIED
+
+
+async def delete_webhook(database: Database, customer_id: int, webhook_id: int) -> None:
+    """As DELETE /webhook/v1/{id} does it."""
+    async with database.session() as session:
+        await service.cancel_deliveries_to(
+            session,
+            customer_id=customer_id,
+            webhook_id=webhook_id,
+            target_url="https://hooks.example.com/x",
+            reason="not sent: the webhook was deleted",
+        )
+        await webhooks.delete_webhook(session, customer_id=customer_id, webhook_id=webhook_id)
+        await session.commit()
+
+
+async def test_giving_back_claims_names_those_whose_webhook_was_deleted_meanwhile(
+    private_database: Database,
+) -> None:
+    """A deletion leaves what a worker holds to that worker to record; a worker that gives its
+    claims back instead learns which of them were cancelled, and the others are queued again."""
+    customer = new_customer_id()
+    kept = await add_webhook(private_database, customer)
+    deleted = await add_webhook(private_database, customer)
+    assert await publish(private_database, customer) == 2
+    claims = {c.webhook_id: c for c in await claim(private_database, customer)}
+    await delete_webhook(private_database, customer, deleted)
+    assert await count(private_database, DeliveryResult, customer) == 0  # left to the holder
+
+    cancelled = await service.release_claims(
+        private_database, list(claims.values()), due_at=clock.now()
+    )
+
+    assert cancelled == [claims[deleted]]
+    assert [c.webhook_id for c in await claim(private_database, customer)] == [kept]
+
+
+async def test_giving_back_claims_names_none_the_holder_need_not_record(
+    private_database: Database,
+) -> None:
+    customer = new_customer_id()
+    await add_webhook(private_database, customer)
+    await publish(private_database, customer)
+    # Gone from the queue with its webhook still there: another worker finished it (once this
+    # lease had run out).
+    (finished,) = await claim(private_database, customer)
+    async with private_database.session() as session:
+        await session.delete(await session.get(Delivery, finished.delivery_id))
+        await session.commit()
+    assert await service.release_claims(private_database, [finished], due_at=clock.now()) == []
+
+    # Its webhook deleted after the lease ran out: the deletion recorded it, once.
+    webhook_id = await add_webhook(private_database, customer)
+    await publish(private_database, customer)
+    with clock.freeze() as frozen:
+        (held,) = [c for c in await claim(private_database, customer) if c.webhook_id == webhook_id]
+        frozen.advance(LEASE + timedelta(seconds=1))
+        await delete_webhook(private_database, customer, webhook_id)
+        assert await service.release_claims(private_database, [held], due_at=clock.now()) == []
+    async with private_database.session() as session:
+        records = list(
+            await session.scalars(
+                select(DeliveryResult.status).where(DeliveryResult.webhook_id == webhook_id)
+            )
+        )
+    assert records == [ResultStatus.FAILED]
 
 
 async def test_pruning_removes_old_history_only(private_database: Database) -> None:

@@ -839,10 +839,12 @@ def _delivery_health(outcomes: Sequence[Outcome]) -> list[webhooks.DeliveryHealt
 
 async def release_claims(
     database: Database, claims: Sequence[ClaimedDelivery], *, due_at: datetime
-) -> None:
-    """Give claimed deliveries back, unattempted, due again at `due_at`."""
+) -> list[ClaimedDelivery]:
+    """Give claimed deliveries back, unattempted, due again at `due_at`. Returns those whose
+    webhook was deleted meanwhile: the deletion took them off the queue and left them, held
+    under this lease, for the holder to record (cancel_deliveries_to)."""
     if not claims:
-        return
+        return []
     table = _DELIVERIES
     async with database.session() as session:
         await session.execute(
@@ -851,7 +853,24 @@ async def release_claims(
             .values(next_attempt_at=due_at, claim_token=None, lease_until=None),
             [{"b_id": c.delivery_id, "b_token": c.claim_token} for c in claims],
         )
+        # Run after the update, which waited for a deletion holding these rows: a row gone
+        # with its webhook was cancelled. (Gone with the webhook still there, another worker
+        # claimed it once this lease ran out, and finished it.)
+        queued = set(
+            await session.scalars(
+                select(table.c.id).where(table.c.id.in_([c.delivery_id for c in claims]))
+            )
+        )
+        gone = [c for c in claims if c.delivery_id not in queued]
+        existing = (
+            await webhooks.existing_webhook_ids(session, (c.webhook_id for c in gone))
+            if gone
+            else set()
+        )
         await session.commit()
+    # One whose lease ran out before the deletion was recorded by the deletion itself.
+    now = clock.now()
+    return [c for c in gone if c.webhook_id not in existing and c.lease_until > now]
 
 
 # --- history --------------------------------------------------------------------------------

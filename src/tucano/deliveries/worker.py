@@ -587,9 +587,15 @@ class DeliveryWorker:
 
     async def _release(self, claims: list[ClaimedDelivery], *, due_in: timedelta) -> None:
         try:
-            await service.release_claims(self.database, claims, due_at=clock.now() + due_in)
+            cancelled = await service.release_claims(
+                self.database, claims, due_at=clock.now() + due_in
+            )
         except Exception:
             log.exception("delivery_release_failed", count=len(claims))
+            return
+        # Their webhook was deleted while this worker held them; the deletion left their last
+        # record to it.
+        self._drop(cancelled, deleted=True)
 
     async def _drain(self) -> None:
         """On shutdown: give back what has not started, let attempts in flight finish (each is

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import secrets
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import NamedTuple, TypeVar
 
@@ -186,6 +186,11 @@ async def announce_change(session: AsyncSession, webhook_id: int, *, deleted: bo
 
 
 # --- what the delivery engine needs from webhooks ---------------------------------------------
+
+
+async def existing_webhook_ids(session: AsyncSession, webhook_ids: Iterable[int]) -> set[int]:
+    """Which of these webhooks still exist (the others were deleted)."""
+    return set(await session.scalars(select(Webhook.id).where(Webhook.id.in_(set(webhook_ids)))))
 
 
 class DeliveryTarget(NamedTuple):
