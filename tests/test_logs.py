@@ -42,6 +42,10 @@ def test_secret_keys_and_card_numbers_are_masked() -> None:
         "4111\t1111\t1111\t1111",
         "4111 -1111 -1111 -1111",
         "4111 - 1111 - 1111 - 1111",
+        "4111\u00a01111\u00a01111\u00a01111",  # no-break spaces, as copied from a page
+        "4111\u202f1111\u2009\u20091111 1111",  # thin spaces
+        "4111\n1111\r\n1111\n1111",
+        "4111\u20131111\u20141111\u20121111",  # typographic dashes
         "3782 822463 10005",
         "5500 0000 0000 0004",
     ],
@@ -49,6 +53,11 @@ def test_secret_keys_and_card_numbers_are_masked() -> None:
 def test_card_numbers_are_masked_however_they_are_grouped(card: str) -> None:
     event = scrub_secrets(None, "info", {"event": "request", "path": f"/x?card={card}&n=1"})
     assert event["path"] == f"/x?card={REDACTED}&n=1"
+
+
+def test_lists_of_numbers_and_times_stay_readable() -> None:
+    line = "deliveries [10123, 10124, 10125, 10126] at 10:30:00.123, 11:45:59.999"
+    assert scrub_secrets(None, "info", {"event": line})["event"] == line
 
 
 def test_tucanos_own_secrets_are_masked_wherever_they_appear() -> None:
