@@ -18,6 +18,7 @@ from tucano.auth.router import router as auth_router
 from tucano.auth.service import resolve_secret_key
 from tucano.auth.tokens import derive_key
 from tucano.background import run_background
+from tucano.checkout.router import router as checkout_router
 from tucano.config import Settings, load_settings
 from tucano.db import Database
 from tucano.deliveries.router import internal_router as events_router
@@ -98,6 +99,7 @@ def create_app(
     app.include_router(webhooks_router)
     app.include_router(events_router)
     app.include_router(payment_links_router)
+    app.include_router(checkout_router)
     _document_deliveries(app)
 
     @app.get("/health/live", tags=["operations"], summary="Liveness: the process answers")

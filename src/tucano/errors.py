@@ -65,6 +65,7 @@ class ErrorCode(IntEnum):
     IDEMPOTENCY_CONFLICT = 43, 409, "x-transaction-id already used with a different request"
     PAYMENT_LINK_NOT_PAYABLE = 44, 409, "Payment link cannot be paid"
     SANDBOX_ONLY = 45, 403, "Only available in the sandbox environment"
+    PAYMENT_LINK_EXPIRED = 46, 410, "Payment link has expired"
 
 
 class ErrorBody(ApiModel):

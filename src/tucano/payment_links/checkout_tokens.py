@@ -21,6 +21,10 @@ class InvalidCheckoutToken(Exception):
     """Altered, expired, or for another link."""
 
 
+class ExpiredCheckoutToken(InvalidCheckoutToken):
+    """Genuine and for this link, but its link has expired."""
+
+
 def issue_checkout_token(link_uuid: uuid.UUID, *, expires_at: datetime, key: bytes) -> str:
     # A JWT's exp is in whole seconds: rounded up, so that the token never expires before its
     # link (at most a second after it; the checkout refuses an expired link by its own status).
@@ -45,5 +49,7 @@ def verify_checkout_token(token: str, link_uuid: uuid.UUID, *, key: bytes, now: 
     if claims.get("sub") != str(link_uuid):
         raise InvalidCheckoutToken("the checkout token is for another payment link")
     exp = claims.get("exp")
-    if not isinstance(exp, int) or now.timestamp() >= exp:
-        raise InvalidCheckoutToken("the checkout token has expired")
+    if not isinstance(exp, int):
+        raise InvalidCheckoutToken("the checkout token is malformed or its signature is invalid")
+    if now.timestamp() >= exp:
+        raise ExpiredCheckoutToken("the checkout token has expired")

@@ -285,6 +285,21 @@ async def get_link(
     return row[0], row[1]
 
 
+async def find_link_for_checkout(
+    session: AsyncSession, link_uuid: uuid.UUID
+) -> tuple[PaymentLink, Payment | None] | None:
+    """A link and its payment by UUID alone, for the checkout page: its caller is the payer,
+    whose checkout token (already verified) names the link, not a customer."""
+    row = (
+        await session.execute(
+            select(PaymentLink, Payment)
+            .outerjoin(Payment, Payment.link_id == PaymentLink.id)
+            .where(PaymentLink.uuid == link_uuid)
+        )
+    ).first()
+    return None if row is None else (row[0], row[1])
+
+
 _LINKS = cast(Table, PaymentLink.__table__)
 _PAYMENTS = cast(Table, Payment.__table__)
 _PAYMENT_VIEW = (

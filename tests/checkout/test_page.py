@@ -1,0 +1,116 @@
+"""The checkout page that `urlPayment` opens, over HTTP on each database: it shows the link to
+its payer, and an altered, foreign or expired token opens nothing."""
+
+from __future__ import annotations
+
+import html
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from tests.helpers import Merchant, RunningService, assert_error_body
+from tests.payment_links.test_api import create
+from tests.payment_links.test_payments import pay
+from tucano.checkout.router import brl
+from tucano.clock import clock
+from tucano.errors import ErrorCode
+from tucano.payment_links.schemas import METHOD_CARD
+
+BROWSER = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+
+
+@pytest.fixture
+async def merchant(service: RunningService) -> Merchant:
+    return await service.merchant()
+
+
+def checkout_path(link: dict[str, Any]) -> str:
+    """`urlPayment` on the server under test (its host is TUCANO_PUBLIC_URL's)."""
+    parts = urlsplit(link["urlPayment"])
+    return f"{parts.path}?{parts.query}"
+
+
+async def open_page(service: RunningService, path: str, **headers: str) -> httpx.Response:
+    return await service.http.get(path, headers=headers)  # the payer sends no access token
+
+
+async def test_the_checkout_shows_the_link_to_its_payer(
+    service: RunningService, merchant: Merchant
+) -> None:
+    link = await create(
+        merchant,
+        payerName="Joana <b>& Filhos</b>",
+        amount=Decimal("1234.50"),
+        numbersInstallments=3,
+        description="Pedido 42",
+    )
+    page = await open_page(service, checkout_path(link), **BROWSER)
+    assert page.status_code == 200, page.text
+    assert page.headers["content-type"].startswith("text/html")
+    text = page.text
+    assert html.escape("Joana <b>& Filhos</b>") in text and "<b>&" not in text
+    assert "R$ 1.234,50" in text and "Pedido 42" in text
+    assert f">{link['verificationToken']}<" in text
+    # The options offered are the link's installmentsOptions.
+    for option in link["installmentsOptions"]:
+        each = brl(Decimal(str(option["amountInstallment"])))
+        assert f"{option['numberInstallments']}x de {each}" in text
+    assert "3x de R$ 411,50" in text
+    assert 'data-status="CREATED"' in text
+    # The token is in the address: nothing may carry it away, cache it or frame the page.
+    assert page.headers["referrer-policy"] == "no-referrer"
+    assert page.headers["cache-control"] == "no-store"
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert page.headers["x-frame-options"] == "DENY"
+
+
+async def test_a_paid_link_shows_its_payment_and_no_more_options(
+    service: RunningService, merchant: Merchant
+) -> None:
+    link = await create(merchant, amount=Decimal("100.00"), numbersInstallments=3)
+    await pay(service, merchant, link["linkPaymentUuid"], METHOD_CARD, installments=3)
+    page = await open_page(service, checkout_path(link))
+    assert page.status_code == 200
+    assert 'data-status="PAID"' in page.text
+    assert "cartão de crédito em 3 parcelas" in page.text and "R$ 100,00" in page.text
+    assert "data-installments" not in page.text
+
+
+@pytest.mark.parametrize("how", ["altered", "another link's", "missing", "not a UUID"])
+async def test_a_token_that_is_not_this_links_opens_nothing(
+    service: RunningService, merchant: Merchant, how: str
+) -> None:
+    link, other = await create(merchant), await create(merchant)
+    path = checkout_path(link)
+    uuid = link["linkPaymentUuid"]
+    token = path.partition("token=")[2]
+    wrong = {
+        "altered": path[:-2] + ("AA" if not path.endswith("AA") else "BB"),
+        "another link's": f"/checkout/{uuid}?{urlsplit(other['urlPayment']).query}",
+        "missing": f"/checkout/{uuid}",
+        "not a UUID": f"/checkout/{uuid[:-1]}?token={token}",
+    }[how]
+    body = assert_error_body(await open_page(service, wrong), 404, ErrorCode.PAYMENT_LINK_NOT_FOUND)
+    assert uuid not in str(body) and "Joana" not in str(body)
+    page = await open_page(service, wrong, **BROWSER)
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert "não encontrado" in page.text and link["payerName"] not in page.text
+
+
+async def test_an_expired_link_opens_nothing(service: RunningService) -> None:
+    with clock.freeze(datetime(2030, 5, 1, 12, 0, tzinfo=UTC)) as frozen:
+        merchant = await service.merchant()
+        link = await create(merchant, expirationDays=1)
+        frozen.advance(timedelta(days=1) - timedelta(milliseconds=1))
+        assert (await open_page(service, checkout_path(link))).status_code == 200
+        frozen.advance(timedelta(milliseconds=1))
+        assert_error_body(
+            await open_page(service, checkout_path(link)), 410, ErrorCode.PAYMENT_LINK_EXPIRED
+        )
+        frozen.advance(timedelta(seconds=2))  # past the token's own expiry too
+        page = await open_page(service, checkout_path(link), **BROWSER)
+        assert page.status_code == 410 and "expirou" in page.text
