@@ -18,7 +18,7 @@ from tests.payment_links.test_payments import pay
 from tucano.checkout.router import brl
 from tucano.clock import clock
 from tucano.errors import ErrorCode
-from tucano.payment_links.schemas import METHOD_CARD
+from tucano.payment_links.schemas import METHOD_CARD, METHOD_PIX
 
 BROWSER = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 
@@ -68,15 +68,19 @@ async def test_the_checkout_shows_the_link_to_its_payer(
     assert page.headers["x-frame-options"] == "DENY"
 
 
+@pytest.mark.parametrize(
+    ("method", "installments", "shown"),
+    [(METHOD_CARD, 3, "Pago com cartão de crédito em 3 parcelas"), (METHOD_PIX, 1, "Pago com PIX")],
+)
 async def test_a_paid_link_shows_its_payment_and_no_more_options(
-    service: RunningService, merchant: Merchant
+    service: RunningService, merchant: Merchant, method: int, installments: int, shown: str
 ) -> None:
     link = await create(merchant, amount=Decimal("100.00"), numbersInstallments=3)
-    await pay(service, merchant, link["linkPaymentUuid"], METHOD_CARD, installments=3)
+    await pay(service, merchant, link["linkPaymentUuid"], method, installments=installments)
     page = await open_page(service, checkout_path(link))
     assert page.status_code == 200
     assert 'data-status="PAID"' in page.text
-    assert "cartão de crédito em 3 parcelas" in page.text and "R$ 100,00" in page.text
+    assert shown in page.text and "R$ 100,00" in page.text
     assert "data-installments" not in page.text
 
 

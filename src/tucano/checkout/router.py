@@ -18,6 +18,7 @@ from tucano.errors import AppError, ErrorCode
 from tucano.http import preferred_media_type
 from tucano.money import from_cents
 from tucano.payment_links.installments import installment_options
+from tucano.payment_links.schemas import METHOD_PIX
 from tucano.wire import parse_uuid
 
 router = APIRouter(tags=["checkout"])
@@ -127,7 +128,7 @@ async def checkout_page(
         payment=None
         if payment is None
         else {
-            "method": "PIX" if payment.method == 2 else "cartão de crédito",
+            "method": "PIX" if payment.method == METHOD_PIX else "cartão de crédito",
             "installments": payment.installments,
             "amount": brl(from_cents(payment.amount_cents)),
             "date": brasilia(payment.paid_at),
