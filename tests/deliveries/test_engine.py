@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 import time
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -23,6 +24,7 @@ from tests.deliveries.support import (
 from tests.helpers import EMPTY_PAGE, Merchant, RunningService, assert_error_body
 from tests.receivers import Receiver, always, failing_then_ok, hanging
 from tucano import wire
+from tucano.deliveries import worker as worker_module
 from tucano.errors import ErrorCode
 from tucano.webhooks.events import EventType
 from tucano.webhooks.payloads import PAYLOAD_MODELS
@@ -163,6 +165,39 @@ async def test_retry_after_is_honoured(
     await publish(publisher, merchant.customer_id)
     first, second = await receiver.wait_for("/busy", 2)
     assert second.at - first.at >= 0.95  # not the 300 ms of the schedule
+
+
+async def test_a_retry_after_beyond_any_clock_is_capped_like_any_other(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    # More seconds than a timedelta holds: capped at TUCANO_RETRY_AFTER_MAX_SECONDS (2 s here),
+    # and recorded, like any long Retry-After.
+    receiver.behaviours["/forever"] = always(503, **{"Retry-After": "99999999999999"})
+    webhook = await register(merchant, receiver, "/forever")
+    await publish(publisher, merchant.customer_id)
+    (record, *_) = await results_for(merchant, 1, webhookId=webhook["webhookId"])
+    assert record["status"] == "PENDING_RETRY" and record["httpStatus"] == 503
+    wait = datetime.fromisoformat(record["nextAttemptAt"]) - datetime.fromisoformat(
+        record["attemptedAt"]
+    )
+    assert timedelta(seconds=1.9) <= wait <= timedelta(seconds=2.5), wait
+
+
+async def test_an_attempt_that_fails_inside_tucano_is_recorded_and_retried_on_schedule(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(**_kwargs: Any) -> dict[str, str]:
+        raise RuntimeError("a fault in Tucano")
+
+    monkeypatch.setattr(worker_module, "delivery_headers", broken)
+    webhook = await register(merchant, receiver, "/never")
+    await publish(publisher, merchant.customer_id)
+    records = await results_for(merchant, 3, webhookId=webhook["webhookId"])
+    # The schedule's three attempts, each recorded, then no more: not resent at every lease.
+    assert [r["status"] for r in records] == ["EXHAUSTED", "PENDING_RETRY", "PENDING_RETRY"]
+    assert all("internal error in Tucano" in r["errorMessage"] for r in records)
+    assert [r["attempt"] for r in records] == [3, 2, 1]
+    assert receiver.at("/never") == []
 
 
 async def test_redirects_are_not_followed(

@@ -3,11 +3,12 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tucano.config import parse_duration
-from tucano.deliveries.retry import next_attempt_delay, parse_retry_after
+from tucano.deliveries.retry import LONGEST_RETRY_AFTER, next_attempt_delay, parse_retry_after
 
 SCHEDULE = [parse_duration(d) for d in ["5s", "5m", "30m", "2h", "5h", "10h", "10h"]]
 NOW = datetime(2026, 1, 15, 10, 30, tzinfo=UTC)
@@ -52,3 +53,11 @@ def test_retry_after_forms() -> None:
     assert parse_retry_after("soon", now=NOW) is None
     assert parse_retry_after(None, now=NOW) is None
     assert parse_retry_after("-5", now=NOW) is None
+    assert parse_retry_after("1²", now=NOW) is None  # a digit to str.isdigit, not to int()
+
+
+@pytest.mark.parametrize(
+    "value", ["99999999999999", "9" * 5000, "31536001", "Fri, 31 Dec 9999 23:59:59 GMT"]
+)
+def test_a_retry_after_too_long_for_any_use_reads_as_a_year(value: str) -> None:
+    assert parse_retry_after(value, now=NOW) == LONGEST_RETRY_AFTER == timedelta(days=365)

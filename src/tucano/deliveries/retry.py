@@ -8,6 +8,9 @@ from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
 JITTER = 0.1  # each delay is stretched or shrunk by up to 10% so retries do not arrive in herds
+# A Retry-After longer than this reads as this: it is capped far lower when used (at
+# TUCANO_RETRY_AFTER_MAX_SECONDS), and a receiver's number may be too large for a timedelta.
+LONGEST_RETRY_AFTER = timedelta(days=365)
 
 
 def next_attempt_delay(
@@ -33,12 +36,14 @@ def parse_retry_after(value: str | None, *, now: datetime) -> timedelta | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return timedelta(seconds=int(value))
+    if value.isascii() and value.isdigit():
+        if len(value) > 9:  # more than 31 years, and maybe more digits than int() takes
+            return LONGEST_RETRY_AFTER
+        return min(timedelta(seconds=int(value)), LONGEST_RETRY_AFTER)
     try:
         moment = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
     if moment.tzinfo is None:
         return None
-    return max(moment - now, timedelta(0))
+    return min(max(moment - now, timedelta(0)), LONGEST_RETRY_AFTER)

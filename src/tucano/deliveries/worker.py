@@ -478,8 +478,8 @@ class DeliveryWorker:
         while (handed := await dispatcher.next()) is not None:
             delivery, target = handed
             quick = False  # an attempt answered within the slow mark (a give-back is none)
+            now = clock.now()
             try:
-                now = clock.now()
                 if now + margin > delivery.lease_until:
                     self._stale.append(delivery)
                     self._attention.set()
@@ -489,8 +489,16 @@ class DeliveryWorker:
                 self._outcome_ready.set()
                 quick = time.monotonic() - slot.started < self._slow_after
             except Exception:
-                # Never lose the claim silently: log it; the lease makes the delivery due again.
-                log.exception("delivery_attempt_crashed", deliveryId=delivery.delivery_id)
+                log.exception(
+                    "delivery_attempt_crashed",
+                    deliveryId=delivery.delivery_id,
+                    eventId=delivery.event_id,
+                    webhookId=delivery.webhook_id,
+                )
+                crashed = self._crashed(delivery, attempted_at=now)
+                if crashed is not None:
+                    self._outcomes.append(crashed)
+                    self._outcome_ready.set()
             finally:
                 slot.target = None
                 dispatcher.done(target, quick=quick)
@@ -524,6 +532,24 @@ class DeliveryWorker:
             target.target_url, body=delivery.payload, headers=headers, now=attempted_at
         )
         return self._outcome(delivery, result, attempted_at)
+
+    def _crashed(self, delivery: ClaimedDelivery, *, attempted_at: datetime) -> Outcome | None:
+        """The record of an attempt that failed inside Tucano: a failed attempt like any other,
+        retried on the schedule, so that a fault that repeats shows in the history and ends
+        with the schedule. (Left to the lease, the delivery would come back each time its lease
+        ran out, unrecorded, for ever.) None if even that fails: then the lease is all there is."""
+        crash = SendResult(
+            http_status=None,
+            response_body=None,
+            error_message="not delivered: an internal error in Tucano during the attempt "
+            "(the service's log has it, with this event's id); retried on the schedule",
+            duration_ms=0,
+        )
+        try:
+            return self._outcome(delivery, crash, attempted_at)
+        except Exception:
+            log.exception("delivery_attempt_unrecordable", deliveryId=delivery.delivery_id)
+            return None
 
     def _outcome(
         self, delivery: ClaimedDelivery, result: SendResult, attempted_at: datetime
