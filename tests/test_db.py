@@ -10,7 +10,7 @@ from pathlib import Path
 from uuid import uuid4
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import make_url, text
 
 from tests.conftest import POSTGRES_URL, make_settings
 from tests.helpers import RunningService, assert_error_body, start_service
@@ -263,6 +263,36 @@ async def test_a_connection_lost_mid_request_is_a_503_to_retry_not_a_500(
         running.app.router.routes[-2:] = []
 
 
+async def test_a_server_out_of_connections_is_a_503_to_retry_not_a_500(
+    private_database: Database, postgres_service: RunningService
+) -> None:
+    """As when every process together opens more than `max_connections`: here a role allowed
+    none, so that each new connection is refused with PostgreSQL's "too many connections"."""
+    from tucano.db import connect_asyncpg
+
+    role = "tucano_test_no_connections"
+    admin = await connect_asyncpg(private_database.url)
+    try:
+        await admin.execute(f"DROP ROLE IF EXISTS {role}")
+        await admin.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 0")
+        url = make_url(private_database.url).set(username=role).render_as_string(False)
+        database = Database(url)
+        full = await start_service(make_settings(url), database)
+        try:
+            merchant = await postgres_service.merchant()  # a token the full service accepts
+            merchant.service = full
+            for path in ("/webhook/v1/list", "/health"):
+                response = await merchant.get(path)
+                assert_error_body(response, 503, ErrorCode.UNAVAILABLE)
+                assert response.headers["retry-after"] == "1"
+        finally:
+            await full.stop()
+            await database.dispose()
+    finally:
+        await admin.execute(f"DROP ROLE IF EXISTS {role}")
+        await admin.close()
+
+
 def test_what_counts_as_the_database_unavailable() -> None:
     import asyncpg
     from sqlalchemy import exc as sa
@@ -280,6 +310,10 @@ def test_what_counts_as_the_database_unavailable() -> None:
         sa.TimeoutError("QueuePool limit reached"),
         sqlite3.OperationalError("database is locked"),
         ConnectionRefusedError(111, "Connect call failed"),
+        asyncpg.TooManyConnectionsError('too many connections for role "tucano"'),
+        asyncpg.ObjectNotInPrerequisiteStateError(
+            'database "tucano" is not currently accepting connections'
+        ),
     ]
     for error in unavailable:
         assert is_database_unavailable(error), error
@@ -290,6 +324,7 @@ def test_what_counts_as_the_database_unavailable() -> None:
         asyncpg.InternalClientError("a bug of ours or the driver's"),
         asyncpg.UniqueViolationError("duplicate key"),
         sqlite3.OperationalError("no such table: links"),
+        asyncpg.ObjectNotInPrerequisiteStateError('currval of sequence "s" is not yet defined'),
         ValueError("bad"),
     ]
     for error in faults:

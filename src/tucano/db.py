@@ -494,7 +494,8 @@ async def connect_asyncpg(database_url: str, *, database: str | None = None) -> 
 
 def is_database_unavailable(exc: BaseException) -> bool:
     """True when `exc` (or what caused it) says the database could not be used just now: a
-    connection lost or refused, the pool exhausted, SQLite's lock held past its busy timeout.
+    connection lost or refused, the server out of connections, the pool exhausted, SQLite's lock
+    held past its busy timeout.
     Such a request is worth retrying (503), unlike a fault in Tucano (500)."""
     import asyncpg
     from sqlalchemy import exc as sa
@@ -511,9 +512,16 @@ def is_database_unavailable(exc: BaseException) -> bool:
             | asyncpg.PostgresConnectionError  # lost, or never made
             | asyncpg.OperatorInterventionError  # terminated by an administrator, shutting down
             | asyncpg.InterfaceError  # the connection is closed or in an unusable state
+            # Too many connections (max_connections, or a role's or database's limit), out of
+            # memory or disk: the server is full for now.
+            | asyncpg.InsufficientResourcesError
             | ConnectionError,
         ):
             return True
+        if isinstance(current, asyncpg.ObjectNotInPrerequisiteStateError) and (
+            "not currently accepting connections" in str(current)
+        ):
+            return True  # ALTER DATABASE ... ALLOW_CONNECTIONS false, as during maintenance
         if isinstance(current, asyncpg.InternalClientError) and "another operation" in str(current):
             # The server closed the connection (its last message was being read) just as the
             # pool handed it out; the statement was never sent.
