@@ -104,6 +104,15 @@ def test_production_starts_with_a_secret_key_from_dotenv(tmp_path: Path) -> None
         assert health["environment"] == "production"
     finally:
         server.stop()
+    # Left at its default, urlPayment would send payers to this machine's loopback.
+    warnings = [line for line in server.logs().splitlines() if "public_url_not_set" in line]
+    assert len(warnings) == 1 and "TUCANO_PUBLIC_URL" in warnings[0]
+
+
+def test_serve_needs_an_interface_to_listen_on(tmp_path: Path) -> None:
+    result = run_tucano("serve", "--host", " ", cwd=tmp_path, env=clean_env())
+    assert result.returncode == 2
+    assert result.stderr.startswith("tucano: --host must name an interface")
 
 
 def test_a_bad_setting_is_named(tmp_path: Path) -> None:

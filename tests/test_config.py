@@ -57,6 +57,14 @@ def test_dotenv_is_read(tmp_path: object) -> None:
     assert load_settings().sandbox_autopay_delay_seconds == 2
 
 
+def test_a_dotenv_that_is_not_utf8_is_one_clear_line(tmp_path: object) -> None:
+    from pathlib import Path
+
+    Path(".env").write_bytes(b"TUCANO_LOG_LEVEL=\xff\xfe\n")
+    with pytest.raises(ConfigurationError, match=r"^\.env: not UTF-8 text"):
+        load_settings()
+
+
 def test_production_needs_the_secret_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TUCANO_ENVIRONMENT", "production")
     with pytest.raises(ConfigurationError, match="TUCANO_SECRET_KEY"):
@@ -81,6 +89,22 @@ def test_production_needs_the_secret_key(monkeypatch: pytest.MonkeyPatch) -> Non
         ("TUCANO_RETRY_SCHEDULE", "99999999999d"),
         ("TUCANO_RESULT_RETENTION", "99999999999d"),
         ("TUCANO_DATABASE_URL", "postgresql+asyncpg://u:p@127.0.0.1:notaport/db"),
+        # Accepted, each crashed or switched something off later: every value in seconds is
+        # finite and at most 3650 days, and periods are longer than zero.
+        ("TUCANO_SANDBOX_AUTOPAY_DELAY_SECONDS", "inf"),
+        ("TUCANO_SANDBOX_AUTOPAY_DELAY_SECONDS", "1e12"),
+        ("TUCANO_RETRY_AFTER_MAX_SECONDS", "1e300"),
+        ("TUCANO_DELIVERY_POLL_INTERVAL_SECONDS", "inf"),
+        ("TUCANO_MAINTENANCE_INTERVAL_SECONDS", "nan"),
+        ("TUCANO_DNS_TIMEOUT_SECONDS", "inf"),
+        ("TUCANO_DELIVERY_SLOW_AFTER_SECONDS", "inf"),
+        ("TUCANO_RESULT_RETENTION", "0s"),
+        ("TUCANO_WEBHOOK_DEACTIVATE_AFTER", "0"),
+        # Each connection would open a database of its own.
+        ("TUCANO_DATABASE_URL", "sqlite+aiosqlite:///"),
+        ("TUCANO_DATABASE_URL", "sqlite+aiosqlite:///:memory:"),
+        ("TUCANO_PUBLIC_URL", "https://x y"),
+        ("TUCANO_PUBLIC_URL", "https://pay.example.com/?a=1"),
     ],
 )
 def test_bad_values_name_their_variable(

@@ -10,7 +10,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from tucano.config import ConfigurationError, Settings, load_settings
+from tucano.config import DEFAULT_PUBLIC_URL, ConfigurationError, Settings, load_settings
 
 # Ids are 64-bit signed integers in the database.
 MAX_ID = 2**63 - 1
@@ -68,14 +68,24 @@ def serve(
     ] = True,
 ) -> None:
     """Run the API, and (unless --no-worker) the delivery worker and scheduler, in one process."""
+    import structlog
     import uvicorn
 
     from tucano.app import create_app
     from tucano.logs import configure_logging
     from tucano.runtime import raise_open_files_limit, size_resolver_threads, tune_garbage_collector
 
+    if not host.strip():
+        _fail("--host must name an interface, such as 127.0.0.1, or 0.0.0.0 for all of them")
     settings = _settings()
     configure_logging(settings.log_level)
+    if not settings.is_sandbox and settings.public_url == DEFAULT_PUBLIC_URL:
+        # Payers would be sent to this machine's loopback.
+        structlog.get_logger("tucano").warning(
+            "public_url_not_set",
+            publicUrl=settings.public_url,
+            hint="set TUCANO_PUBLIC_URL to the address payers reach the service at",
+        )
     _prepare_database(settings, migrate=migrate)
     size_resolver_threads()
     _exit_cleanly_after_sigterm()

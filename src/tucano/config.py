@@ -30,8 +30,12 @@ class ConfigurationError(Exception):
     """The configuration cannot run the service; the message names the variable to set."""
 
 
+DEFAULT_PUBLIC_URL = "http://127.0.0.1:8000"  # `tucano serve`'s own address on a laptop
 # Longer than any delay or period the service has a use for, and far inside timedelta's range.
 LONGEST_DURATION = timedelta(days=3650)
+# A setting in seconds: a finite number, at most LONGEST_DURATION (inf or 1e300 would pass a
+# lower bound, then overflow a timedelta or switch a loop off).
+Seconds = Annotated[float, Field(allow_inf_nan=False, le=LONGEST_DURATION.total_seconds())]
 
 
 def parse_duration(text: str) -> timedelta:
@@ -58,12 +62,12 @@ class Settings(BaseSettings):
 
     database_url: str = DEFAULT_DATABASE_URL
     environment: Environment = Environment.SANDBOX
-    public_url: str = "http://127.0.0.1:8000"
+    public_url: str = DEFAULT_PUBLIC_URL
     secret_key: SecretStr | None = None
     webhook_allowed_networks: Annotated[
         list[ipaddress.IPv4Network | ipaddress.IPv6Network], NoDecode
     ] = Field(default_factory=list)
-    sandbox_autopay_delay_seconds: float = Field(default=30, ge=0)
+    sandbox_autopay_delay_seconds: Seconds = Field(default=30, ge=0)
     retry_schedule: Annotated[list[timedelta], NoDecode] = Field(
         default_factory=lambda: [parse_duration(d) for d in DEFAULT_RETRY_SCHEDULE.split(",")]
     )
@@ -72,21 +76,21 @@ class Settings(BaseSettings):
     max_request_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     log_level: str = "INFO"
     # Resolving a webhook host at registration is bounded so a slow resolver cannot hold a request.
-    dns_timeout_seconds: float = Field(default=3.0, gt=0)
+    dns_timeout_seconds: Seconds = Field(default=3.0, gt=0)
 
     # Delivery engine.
-    delivery_timeout_seconds: float = Field(default=15.0, gt=0)
+    delivery_timeout_seconds: Seconds = Field(default=15.0, gt=0)
     delivery_concurrency: int = Field(default=64, ge=1, le=2048)
     delivery_concurrency_per_target: int = Field(default=16, ge=1)
     # An attempt in flight this long no longer takes one of the concurrency's senders.
-    delivery_slow_after_seconds: float = Field(default=1.0, gt=0)
-    delivery_lease_seconds: float = Field(default=60.0, ge=5)
-    delivery_poll_interval_seconds: float = Field(default=1.0, gt=0)
-    retry_after_max_seconds: float = Field(default=3600.0, ge=0)
+    delivery_slow_after_seconds: Seconds = Field(default=1.0, gt=0)
+    delivery_lease_seconds: Seconds = Field(default=60.0, ge=5)
+    delivery_poll_interval_seconds: Seconds = Field(default=1.0, gt=0)
+    retry_after_max_seconds: Seconds = Field(default=3600.0, ge=0)
     webhook_deactivate_after: Annotated[timedelta, NoDecode] = timedelta(days=5)
     result_retention: Annotated[timedelta, NoDecode] = timedelta(days=90)
     # How often the maintenance jobs run (deactivating failing webhooks, pruning history).
-    maintenance_interval_seconds: float = Field(default=60.0, gt=0)
+    maintenance_interval_seconds: Seconds = Field(default=60.0, gt=0)
 
     @field_validator("webhook_allowed_networks", mode="before")
     @classmethod
@@ -123,7 +127,11 @@ class Settings(BaseSettings):
     @field_validator("webhook_deactivate_after", "result_retention", mode="before")
     @classmethod
     def _parse_period(cls, value: Any) -> Any:
-        return parse_duration(value) if isinstance(value, str) else value
+        period = parse_duration(value) if isinstance(value, str) else value
+        if isinstance(period, timedelta) and period <= timedelta(0):
+            # Zero would delete every result, or switch a webhook off at its first failure.
+            raise ValueError("must be longer than zero")
+        return period
 
     @field_validator("log_level")
     @classmethod
@@ -136,8 +144,13 @@ class Settings(BaseSettings):
     @field_validator("public_url")
     @classmethod
     def _strip_slash(cls, value: str) -> str:
-        if not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError("must be an absolute http(s) URL such as https://pay.example.com")
+        # The base of every urlPayment: a path may follow the host, nothing a URL cannot hold
+        # as it is, and no query or fragment (the checkout's own path and token are added).
+        if not re.fullmatch(r"https?://[^/\s?#@]+(?:/[^\s?#]*)?", value):
+            raise ValueError(
+                "must be an absolute http(s) URL such as https://pay.example.com, with no "
+                "spaces, query or fragment"
+            )
         return value.rstrip("/")
 
     @field_validator("database_url")
@@ -155,6 +168,14 @@ class Settings(BaseSettings):
             _ = url.port  # a port that is not a number fails here, not at the first connection
         except (ArgumentError, ValueError):
             raise ValueError("is not a valid database URL") from None
+        if url.drivername == "sqlite+aiosqlite" and (
+            url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
+        ):
+            # Each connection would have a database of its own, and the migrated one be gone.
+            raise ValueError(
+                "an in-memory SQLite database cannot be used; give a file, such as "
+                "sqlite+aiosqlite:///tucano.db"
+            )
         # libpq's `sslmode`, as providers hand URLs out, is asyncpg's `ssl` (same values).
         if url.drivername == "postgresql+asyncpg" and "sslmode" in url.query:
             mode = url.query["sslmode"]
@@ -197,6 +218,10 @@ def load_settings(**overrides: Any) -> Settings:
 
     try:
         return Settings(**overrides)
+    except UnicodeDecodeError as exc:  # the .env file, read as UTF-8
+        raise ConfigurationError(
+            f".env: not UTF-8 text (byte {exc.start} cannot be read); save it as UTF-8"
+        ) from None
     except ValidationError as exc:
         lines = []
         for error in exc.errors():
