@@ -21,11 +21,14 @@ from tucano.db import Database
 from tucano.deliveries import result_counts
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.worker import DeliveryWorker
+from tucano.errors import exception_summary
 from tucano.payment_links import service as payment_links
 from tucano.payment_links import totals as payment_link_totals
 from tucano.webhooks import service as webhooks
 
 log = structlog.get_logger("tucano.background")
+# The longest a failing job waits before it tries again (unless its own interval is longer).
+JOB_PAUSE_MAX_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ async def run_periodic_jobs(
     database: Database, jobs: list[PeriodicJob], stop: asyncio.Event
 ) -> None:
     next_run = dict.fromkeys((job.name for job in jobs), 0.0)
+    failures = dict.fromkeys((job.name for job in jobs), 0)  # in a row
     while not stop.is_set():
         now = time.monotonic()
         for job in jobs:
@@ -102,12 +106,31 @@ async def run_periodic_jobs(
                 async with database.session() as session:
                     done = await job.run(session)
                     await session.commit()
-                if done:
-                    if job.logs_its_work:
-                        log.info("job_done", job=job.name, count=done)
-                    next_run[job.name] = now  # more may be waiting (batched jobs)
-            except Exception:
-                log.exception("job_failed", job=job.name)
+            except Exception as exc:
+                failures[job.name] += 1
+                # While the database is down every job fails at each turn: the first failure
+                # logs its traceback, the next ones a line each, further and further apart.
+                backoff = job.interval_seconds * 2 ** min(failures[job.name], 16)
+                next_run[job.name] = now + max(
+                    job.interval_seconds, min(JOB_PAUSE_MAX_SECONDS, backoff)
+                )
+                if failures[job.name] == 1:
+                    log.exception("job_failed", job=job.name)
+                else:
+                    log.warning(
+                        "job_failed",
+                        job=job.name,
+                        error=exception_summary(exc)[:300],
+                        failuresInARow=failures[job.name],
+                    )
+                continue
+            if failures[job.name]:
+                log.info("job_resumed", job=job.name, failuresInARow=failures[job.name])
+                failures[job.name] = 0
+            if done:
+                if job.logs_its_work:
+                    log.info("job_done", job=job.name, count=done)
+                next_run[job.name] = now  # more may be waiting (batched jobs)
         wait = max(0.05, min(next_run.values()) - time.monotonic())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=wait)
