@@ -55,6 +55,14 @@ def test_card_numbers_are_masked_however_they_are_grouped(card: str) -> None:
     assert event["path"] == f"/x?card={REDACTED}&n=1"
 
 
+def test_a_token_right_after_a_secret_is_masked_whole() -> None:
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl"
+    for path in (f"/tsk_AbC12/whsec_QUJD/{jwt}", f"/tsk_AbC12-{jwt}", f"/whsec_QUJD+/{jwt}/x"):
+        logged = scrub_secrets(None, "info", {"event": "request", "path": path})["path"]
+        assert "eyJzdWIiOiJ4In0" not in logged and "c2lnbmF0dXJl" not in logged, logged
+        assert "QUJD" not in logged and "AbC12" not in logged, logged
+
+
 def test_lists_of_numbers_and_times_stay_readable() -> None:
     line = "deliveries [10123, 10124, 10125, 10126] at 10:30:00.123, 11:45:59.999"
     assert scrub_secrets(None, "info", {"event": line})["event"] == line

@@ -82,10 +82,12 @@ def _scrub_text(text: str, *, traceback: bool = False) -> str:
         text = "(cut)..." + text[-LONGEST_LOGGED_TRACEBACK:]
     elif not traceback and len(text) > LONGEST_LOGGED_TEXT:
         text = text[:LONGEST_LOGGED_TEXT] + "...(cut)"
-    if "_" in text:
-        text = _SECRET_VALUE.sub(REDACTED, text)
+    # Tokens first: a signing secret's characters include `/`, so masked first it could take a
+    # token's header that follows a slash with it, and leave the rest with too few dots.
     if "eyJ" in text:
         text = _JWT_CANDIDATE.sub(_mask_jwt, text)
+    if "_" in text:
+        text = _SECRET_VALUE.sub(REDACTED, text)
     if not _CARD_NUMBER.search(text):
         return text
     kept, start = [], 0
