@@ -138,9 +138,11 @@ def test_a_bad_network_is_shown_with_what_is_wrong(
     assert str(raised.value) == message
 
 
-def test_log_level_is_read_in_any_case(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_log_level_and_environment_are_read_in_any_case(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TUCANO_LOG_LEVEL", "debug")
     assert load_settings().log_level == "DEBUG"
+    monkeypatch.setenv("TUCANO_ENVIRONMENT", " Sandbox ")
+    assert load_settings().environment is Environment.SANDBOX
 
 
 def test_libpq_sslmode_is_asyncpgs_ssl(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -133,6 +133,11 @@ class Settings(BaseSettings):
             raise ValueError("must be longer than zero")
         return period
 
+    @field_validator("environment", mode="before")
+    @classmethod
+    def _environment_in_any_case(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
     @field_validator("log_level")
     @classmethod
     def _known_level(cls, value: str) -> str:
