@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from importlib import resources
 from pathlib import Path
 
@@ -113,6 +114,19 @@ def test_serve_needs_an_interface_to_listen_on(tmp_path: Path) -> None:
     result = run_tucano("serve", "--host", " ", cwd=tmp_path, env=clean_env())
     assert result.returncode == 2
     assert result.stderr.startswith("tucano: --host must name an interface")
+
+
+def test_serve_says_in_one_line_that_its_port_is_taken(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_tucano("serve", "--port", str(port), cwd=tmp_path, env=clean_env())
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"tucano: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
+    assert not (tmp_path / "tucano.db").exists()  # refused before anything was made
 
 
 def test_a_bad_setting_is_named(tmp_path: Path) -> None:

@@ -31,6 +31,25 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(code=2)
 
 
+def _check_can_listen(host: str, port: int) -> None:
+    """Fail in one line now if the address cannot be listened on (a port in use, a host that
+    does not resolve to this machine), as uvicorn would only after everything had started."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (OSError, UnicodeError) as exc:
+        _fail(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}")
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+
+
 def _settings() -> Settings:
     try:
         return load_settings()
@@ -77,6 +96,7 @@ def serve(
 
     if not host.strip():
         _fail("--host must name an interface, such as 127.0.0.1, or 0.0.0.0 for all of them")
+    _check_can_listen(host, port)  # before migrating and starting the worker, not after
     settings = _settings()
     configure_logging(settings.log_level)
     if not settings.is_sandbox and settings.public_url == DEFAULT_PUBLIC_URL:
