@@ -77,6 +77,10 @@ class RunningService:
         client_id, secret, _ = await self.client_credentials(
             customer_id=customer_id, scopes=scopes, partner_id=partner_id
         )
+        return await self.token_of(client_id, secret)
+
+    async def token_of(self, client_id: str, secret: str) -> str:
+        """A new access token of an existing client."""
         response = await self.http.post(
             "/oauth/v1/token",
             data={

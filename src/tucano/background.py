@@ -56,7 +56,9 @@ def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
         )
 
     async def prune_keys(session: AsyncSession) -> int:
-        return await payment_links.prune_idempotency_keys(session, now=clock.now())
+        now = clock.now()
+        pruned = await payment_links.prune_idempotency_keys(session, now=now)
+        return pruned + await deliveries.prune_event_idempotency_keys(session, now=now)
 
     async def autopay(session: AsyncSession) -> int:
         return await payment_links.run_due_autopayments(session)

@@ -66,6 +66,7 @@ class ErrorCode(IntEnum):
     PAYMENT_LINK_NOT_PAYABLE = 44, 409, "Payment link cannot be paid"
     SANDBOX_ONLY = 45, 403, "Only available in the sandbox environment"
     PAYMENT_LINK_EXPIRED = 46, 410, "Payment link has expired"
+    IDEMPOTENCY_KEY_CONFLICT = 47, 409, "Idempotency-Key already used with a different request"
 
 
 class ErrorBody(ApiModel):

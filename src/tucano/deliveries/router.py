@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from pydantic import ValidationError
 from starlette.responses import Response
 
+from tucano import wire
 from tucano.auth.deps import EventPublisher, WebhookReader, WebhookWriter
 from tucano.db import ReadSessionDep, SessionDep
 from tucano.deliveries import service
@@ -135,13 +136,29 @@ async def send_test_event(
     summary="Publish an event (provider systems)",
     description="Stores the event and queues its deliveries to the customer's active webhooks of "
     "its type; answers 202 once both are durable. The payload must match its type's schema "
-    "(see the webhooks section).",
+    "(see the webhooks section). With an `Idempotency-Key`, a retry of the same request within "
+    "24 hours answers the first 202 again (with `Idempotent-Replayed: true`) and publishes "
+    "nothing; the same key with another request is a 409.",
     status_code=202,
     response_model=EventAccepted,
-    responses=error_responses(400, 401, 403, 413, 415),
+    responses=error_responses(400, 401, 403, 409, 413, 415),
 )
 async def publish_event(
-    caller: EventPublisher, _json: JsonContent, body: EventPublication, request: Request
+    caller: EventPublisher,
+    _json: JsonContent,
+    body: EventPublication,
+    request: Request,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            description="Any 1 to 255 visible ASCII characters, unique per publication (a UUID, "
+            "say), kept for 24 hours per API client.",
+            min_length=1,
+            max_length=255,
+            pattern=r"^[!-~]+$",
+        ),
+    ] = None,
 ) -> Response:
     model = PAYLOAD_MODELS[body.event_type]
     try:
@@ -149,10 +166,25 @@ async def publish_event(
     except ValidationError as exc:
         errors = [{**e, "loc": ("body", "payload", *e["loc"])} for e in exc.errors()]
         raise BadRequest(*validation_lines(errors)) from None
-    (event,) = await service.publish_events_alone(
-        request.app.state.database, [service.NewEvent(body.customer_id, body.event_type, payload)]
+    event = service.NewEvent(body.customer_id, body.event_type, payload)
+    database = request.app.state.database
+    if idempotency_key is None:
+        (published,) = await service.publish_events_alone(database, [event])
+        return json_response(_accepted(published), status_code=202)
+    answer, replayed = await service.publish_event_once(
+        database,
+        event,
+        idempotency=service.IdempotentPublication(
+            caller.client_id, idempotency_key, service.publication_fingerprint(event)
+        ),
+        answer=lambda published: wire.dumps(_accepted(published)),
     )
-    return json_response(_accepted(event), status_code=202)
+    return Response(
+        answer,
+        status_code=202,
+        media_type="application/json",
+        headers={"Idempotent-Replayed": "true"} if replayed else None,
+    )
 
 
 def _accepted(event: service.PublishedEvent) -> EventAccepted:

@@ -11,6 +11,7 @@ and record outcomes in batches.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import sqlite3
 import uuid
@@ -24,6 +25,7 @@ import structlog
 from pydantic import BaseModel
 from sqlalchemy import Table, bindparam, delete, insert, select, text, update
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano import wire
@@ -36,10 +38,11 @@ from tucano.deliveries.models import (
     Delivery,
     DeliveryResult,
     Event,
+    EventIdempotencyKey,
     ResultStatus,
 )
 from tucano.deliveries.wakeup import NOTIFY_CHANNEL, wakeup
-from tucano.errors import AppError, ErrorCode, NotFound
+from tucano.errors import AppError, Conflict, ErrorCode, NotFound
 from tucano.pagination import PageRequest
 from tucano.webhooks import service as webhooks
 from tucano.webhooks.events import EventType
@@ -233,6 +236,107 @@ async def _publish_alone_on_sqlite(
             return publish(connection)
 
     return await database.run_on_sqlite(publish_alone)
+
+
+# How long a publisher's Idempotency-Key is remembered (as a payment link's x-transaction-id).
+EVENT_IDEMPOTENCY_WINDOW = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class IdempotentPublication:
+    """An Idempotency-Key of an API client, and the fingerprint of the request it came with."""
+
+    client_id: str
+    key: str
+    fingerprint: str
+
+
+def publication_fingerprint(event: NewEvent) -> str:
+    """The same publication whatever its spelling (10.5 or 10.50, the order of fields)."""
+    canonical = wire.dumps(
+        {
+            "eventType": event.event_type.value,
+            "customerId": event.customer_id,
+            "payload": event.payload.model_dump(mode="python", by_alias=True),
+        }
+    )
+    return hashlib.sha256(canonical).hexdigest()
+
+
+async def publish_event_once(
+    database: Database,
+    event: NewEvent,
+    *,
+    idempotency: IdempotentPublication,
+    answer: Callable[[PublishedEvent], bytes],
+) -> tuple[bytes, bool]:
+    """Publish `event` unless this Idempotency-Key was used in the last 24 hours: (the answer,
+    whether it is a replay). The answer of the first publication is kept with the key, in the
+    event's transaction; the same key with another request is a 409. One event per key, even
+    when requests with the same key race (the loser's transaction, event and all, is undone)."""
+    async with database.session() as session:
+        replay = await _stored_publication(session, idempotency)
+        if replay is not None:
+            return replay, True
+        (published,) = await publish_events(session, [event])
+        body = answer(published)
+        now = clock.now()
+        await session.execute(
+            delete(EventIdempotencyKey).where(  # the same key, used more than 24 hours ago
+                EventIdempotencyKey.client_id == idempotency.client_id,
+                EventIdempotencyKey.key == idempotency.key,
+                # Never a key a racing request has just stored: that one makes ours a replay.
+                EventIdempotencyKey.created_at <= now - EVENT_IDEMPOTENCY_WINDOW,
+            )
+        )
+        session.add(
+            EventIdempotencyKey(
+                client_id=idempotency.client_id,
+                key=idempotency.key,
+                request_hash=idempotency.fingerprint,
+                response=body.decode(),
+                created_at=now,
+            )
+        )
+        try:
+            await session.commit()
+        except IntegrityError:
+            await session.rollback()
+            replay = await _stored_publication(session, idempotency)
+            if replay is None:
+                raise
+            return replay, True
+    return body, False
+
+
+async def _stored_publication(
+    session: AsyncSession, idempotency: IdempotentPublication
+) -> bytes | None:
+    stored = await session.scalar(
+        select(EventIdempotencyKey).where(
+            EventIdempotencyKey.client_id == idempotency.client_id,
+            EventIdempotencyKey.key == idempotency.key,
+            EventIdempotencyKey.created_at > clock.now() - EVENT_IDEMPOTENCY_WINDOW,
+        )
+    )
+    if stored is None:
+        return None
+    if stored.request_hash != idempotency.fingerprint:
+        raise Conflict(
+            ErrorCode.IDEMPOTENCY_KEY_CONFLICT,
+            "this Idempotency-Key published a different event in the last 24 hours; send a "
+            "new key for a new event",
+        )
+    return stored.response.encode()
+
+
+async def prune_event_idempotency_keys(session: AsyncSession, *, now: datetime) -> int:
+    result = await session.execute(
+        delete(EventIdempotencyKey).where(
+            EventIdempotencyKey.created_at <= now - EVENT_IDEMPOTENCY_WINDOW
+        )
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
 
 
 async def publish_event(

@@ -1,0 +1,127 @@
+"""POST /internal/v1/events with an Idempotency-Key: a publisher that retries (after a timeout,
+say) gets the first answer again, and each receiver gets the event once."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.deliveries.support import pix_outbound, register, results_for
+from tests.helpers import Merchant, RunningService, assert_error_body
+from tests.receivers import Receiver
+from tucano import wire
+from tucano.auth.tokens import Scope
+from tucano.clock import clock
+from tucano.errors import ErrorCode
+
+
+async def post_event(
+    publisher: Merchant, customer_id: int, key: str | None, **payload: Any
+) -> httpx.Response:
+    headers = {"content-type": "application/json"}
+    if key is not None:
+        headers["idempotency-key"] = key
+    body = {
+        "eventType": "PIX_OUTBOUND",
+        "customerId": customer_id,
+        "payload": pix_outbound(**payload),
+    }
+    return await publisher.post("/internal/v1/events", content=wire.dumps(body), headers=headers)
+
+
+async def test_a_retried_publication_is_one_event(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    webhook = await register(merchant, receiver, "/once")
+    key = str(uuid.uuid4())
+    first = await post_event(publisher, merchant.customer_id, key, amount=Decimal("10.5"))
+    assert first.status_code == 202, first.text
+    assert "idempotent-replayed" not in first.headers
+    # The same request, spelt otherwise (10.50): the first answer, byte for byte.
+    again = await post_event(publisher, merchant.customer_id, key, amount=Decimal("10.50"))
+    assert again.status_code == 202
+    assert again.content == first.content and again.headers["idempotent-replayed"] == "true"
+    await receiver.wait_for("/once", 1)
+    await asyncio.sleep(0.5)
+    assert len(receiver.at("/once")) == 1
+    (record,) = await results_for(merchant, 1, webhookId=webhook["webhookId"])
+    assert record["eventId"] == first.json()["eventId"]
+
+    # Without a key, or with another, each request is an event of its own.
+    others = [
+        await post_event(publisher, merchant.customer_id, None),
+        await post_event(publisher, merchant.customer_id, None),
+        await post_event(publisher, merchant.customer_id, str(uuid.uuid4())),
+    ]
+    assert len({r.json()["eventId"] for r in [first, *others]}) == 4
+
+
+async def test_the_same_key_with_another_publication_is_a_409(
+    merchant: Merchant, publisher: Merchant
+) -> None:
+    key = "order-42/payout-1"
+    assert (await post_event(publisher, merchant.customer_id, key)).status_code == 202
+    other = await post_event(publisher, merchant.customer_id, key, amount=Decimal("99.00"))
+    body = assert_error_body(other, 409, ErrorCode.IDEMPOTENCY_KEY_CONFLICT)
+    assert "Idempotency-Key" in body["errors"][0]
+
+
+async def test_keys_belong_to_one_client_and_last_a_day(
+    delivery_service: RunningService, merchant: Merchant
+) -> None:
+    client_id, secret, customer_id = await delivery_service.client_credentials(
+        scopes=[Scope.EVENTS_PUBLISH]
+    )
+
+    publisher = Merchant(
+        delivery_service, customer_id, await delivery_service.token_of(client_id, secret)
+    )
+    other_publisher = await delivery_service.merchant(scopes=[Scope.EVENTS_PUBLISH])
+    key = str(uuid.uuid4())
+    first = await post_event(publisher, merchant.customer_id, key)
+    theirs = await post_event(other_publisher, merchant.customer_id, key, amount=Decimal("1.00"))
+    assert theirs.status_code == 202 and theirs.json()["eventId"] != first.json()["eventId"]
+    with clock.freeze(clock.now() + timedelta(hours=24, seconds=1)):
+        # The client's first token has expired.
+        publisher.token = await delivery_service.token_of(client_id, secret)
+        later = await post_event(publisher, merchant.customer_id, key, amount=Decimal("2.00"))
+    assert later.status_code == 202, later.text
+    assert "idempotent-replayed" not in later.headers
+
+
+async def test_racing_retries_publish_one_event(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    webhook = await register(merchant, receiver, "/race")
+    key = str(uuid.uuid4())
+    answers = await asyncio.gather(
+        *(post_event(publisher, merchant.customer_id, key) for _ in range(8))
+    )
+    assert {a.status_code for a in answers} == {202}, [a.text for a in answers]
+    assert len({a.json()["eventId"] for a in answers}) == 1
+    assert sum(a.headers.get("idempotent-replayed") == "true" for a in answers) == 7
+    await receiver.wait_for("/race", 1)
+    await asyncio.sleep(0.5)
+    assert len(receiver.at("/race")) == 1
+    assert len(await results_for(merchant, 1, webhookId=webhook["webhookId"])) == 1
+
+
+@pytest.mark.parametrize("key", ["", "a" * 256, "two words", "ção".encode()])
+async def test_a_key_that_is_not_visible_ascii_is_a_400(
+    merchant: Merchant, publisher: Merchant, key: str | bytes
+) -> None:
+    headers: dict[str, Any] = {"content-type": "application/json", "idempotency-key": key}
+    body = {
+        "eventType": "PIX_OUTBOUND",
+        "customerId": merchant.customer_id,
+        "payload": pix_outbound(),
+    }
+    answer = await publisher.post("/internal/v1/events", content=wire.dumps(body), headers=headers)
+    body = assert_error_body(answer, 400, ErrorCode.INVALID_PARAMETERS)
+    assert "Idempotency-Key" in body["errors"][0]
