@@ -3,15 +3,18 @@ deliveries; claiming under a lease; pruning. Service functions on a database of 
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
+import pytest
 from sqlalchemy import func, select
 
 from tests.helpers import new_customer_id
 from tucano import wire
 from tucano.clock import clock
-from tucano.db import Database
+from tucano.db import Database, connect_asyncpg
 from tucano.deliveries import service
 from tucano.deliveries.models import Delivery, DeliveryResult, Event, ResultStatus
 from tucano.webhooks import service as webhooks
@@ -261,6 +264,102 @@ async def test_giving_back_claims_names_none_the_holder_need_not_record(
             )
         )
     assert records == [ResultStatus.FAILED]
+
+
+async def waiting_on_a_lock(admin: Any, statement_like: str) -> None:
+    """Until a statement like `statement_like` waits for a row lock (PostgreSQL)."""
+    for _ in range(500):
+        if await admin.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND query LIKE $1",
+            statement_like,
+        ):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no statement like {statement_like!r} waited for a lock")
+
+
+async def deletion_holding(admin: Any, ids: list[int]) -> Any:
+    """A transaction of another session that has locked these deliveries, in this order, as a
+    webhook's deletion does (cancel_deliveries_to)."""
+    transaction = admin.transaction()
+    await transaction.start()
+    for delivery_id in ids:
+        await admin.execute("SELECT id FROM deliveries WHERE id = $1 FOR UPDATE", delivery_id)
+    return transaction
+
+
+async def test_claims_are_given_back_in_the_order_a_deletion_locks_them(
+    private_database: Database,
+) -> None:
+    """A give-back and a webhook's deletion lock the same deliveries in the same (id) order,
+    so they wait for each other rather than deadlock (PostgreSQL would undo one of them)."""
+    if private_database.dialect != "postgresql":
+        pytest.skip("PostgreSQL: SQLite's writers take the whole database in turn")
+    customer = new_customer_id()
+    await add_webhook(private_database, customer)
+    await add_webhook(private_database, customer)
+    await publish(private_database, customer)
+    first, second = sorted(await claim(private_database, customer), key=lambda c: c.delivery_id)
+    admin = await connect_asyncpg(private_database.url)
+    try:
+        deletion = await deletion_holding(admin, [first.delivery_id])
+        # Given back in the worker's order, not the ids'.
+        giving_back = asyncio.create_task(
+            service.release_claims(private_database, [second, first], due_at=clock.now())
+        )
+        await waiting_on_a_lock(admin, "UPDATE deliveries%")
+        # The deletion goes on to its next row: free, since the give-back waits at the first.
+        await asyncio.wait_for(
+            admin.execute("SELECT id FROM deliveries WHERE id = $1 FOR UPDATE", second.delivery_id),
+            5,
+        )
+        await deletion.rollback()
+        assert await asyncio.wait_for(giving_back, 5) == []
+    finally:
+        await admin.close()
+
+
+async def test_a_retry_whose_delivery_a_deletion_removes_while_it_is_recorded_says_so(
+    private_database: Database,
+) -> None:
+    """PostgreSQL: the record reads the queue as it was when its statement began; a deletion
+    that removed the delivery while the record waited for its lock makes the retry one that
+    will not happen, and the record says so rather than leave the history at PENDING_RETRY."""
+    if private_database.dialect != "postgresql":
+        pytest.skip("PostgreSQL: SQLite's writers take the whole database in turn")
+    customer = new_customer_id()
+    await add_webhook(private_database, customer)
+    await publish(private_database, customer)
+    (held,) = await claim(private_database, customer)
+    now = clock.now()
+    retry = service.Outcome(
+        claimed=held,
+        status=ResultStatus.PENDING_RETRY,
+        target_url="https://hooks.example.com/x",
+        http_status=500,
+        response_body="",
+        error_message="receiver answered HTTP 500",
+        duration_ms=1,
+        attempted_at=now,
+        next_attempt_at=now + timedelta(minutes=5),
+    )
+    admin = await connect_asyncpg(private_database.url)
+    try:
+        deletion = await deletion_holding(admin, [held.delivery_id])
+        recording = asyncio.create_task(service.record_outcomes(private_database, [retry]))
+        await waiting_on_a_lock(admin, "%INSERT INTO delivery_results%")
+        await admin.execute("DELETE FROM deliveries WHERE id = $1", held.delivery_id)
+        await deletion.commit()
+        await asyncio.wait_for(recording, 5)
+    finally:
+        await admin.close()
+    async with private_database.session() as session:
+        (record,) = await session.scalars(
+            select(DeliveryResult).where(DeliveryResult.delivery_id == held.delivery_id)
+        )
+    assert record.status == ResultStatus.FAILED and record.next_attempt_at is None
+    assert record.error_message == "receiver answered HTTP 500" + service.NOT_RETRIED
 
 
 async def test_pruning_removes_old_history_only(private_database: Database) -> None:

@@ -732,8 +732,15 @@ _OUTCOME_FIELDS = ", ".join(
 )
 NOT_RETRIED = "; not retried: the delivery was cancelled or finished meanwhile"
 # A retry whose delivery has left the queue meanwhile (its webhook deleted) will not happen: its
-# record says so rather than PENDING_RETRY. `q` is the LATERAL probe of _RECORD_ON_POSTGRES.
-_VANISHED = "o.status = 'PENDING_RETRY' AND q.queued IS NULL"
+# record says so rather than PENDING_RETRY. Whether this worker still holds it is `held`'s to
+# say (`h`, the rows it locked, as they were once locked): the statement's snapshot (`q`, the
+# LATERAL probe of _RECORD_ON_POSTGRES) predates a deletion that removed the row while `held`
+# waited for its lock. Not held but queued under another claim (this lease ran out and another
+# worker took the delivery), the retry is that worker's, and does happen.
+_VANISHED = (
+    "o.status = 'PENDING_RETRY' AND h.id IS NULL"
+    " AND (q.found IS NULL OR q.claim_token = o.claim_token)"
+)
 _RESULT_VALUES = ", ".join(
     {
         "status": f"CASE WHEN {_VANISHED} THEN 'FAILED' ELSE o.status END",
@@ -766,8 +773,9 @@ WITH outcome AS MATERIALIZED (
     SELECT {_RESULT_VALUES}
       FROM outcome AS o
       LEFT JOIN LATERAL (
-        SELECT true AS queued FROM deliveries WHERE id = o.delivery_id LIMIT 1
+        SELECT true AS found, claim_token FROM deliveries WHERE id = o.delivery_id LIMIT 1
       ) AS q ON o.status = 'PENDING_RETRY'
+      LEFT JOIN held AS h ON h.id = o.delivery_id AND o.status = 'PENDING_RETRY'
     RETURNING customer_id, webhook_id, event_type, status, attempted_at
 ), counted AS ({result_counts.COUNT_RECORDED_ON_POSTGRES}
 ), finished AS (
@@ -955,7 +963,12 @@ async def release_claims(
             update(table)
             .where(table.c.id == bindparam("b_id"), table.c.claim_token == bindparam("b_token"))
             .values(next_attempt_at=due_at, claim_token=None, lease_until=None),
-            [{"b_id": c.delivery_id, "b_token": c.claim_token} for c in claims],
+            # In id order, the order a webhook's deletion locks them in: in any other, the two
+            # could deadlock, and PostgreSQL would undo one of them.
+            [
+                {"b_id": c.delivery_id, "b_token": c.claim_token}
+                for c in sorted(claims, key=lambda c: c.delivery_id)
+            ],
         )
         # Run after the update, which waited for a deletion holding these rows: a row gone
         # with its webhook was cancelled. (Gone with the webhook still there, another worker
