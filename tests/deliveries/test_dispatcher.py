@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,13 +15,14 @@ from tucano.clock import clock
 from tucano.db import Database
 from tucano.deliveries import service
 from tucano.deliveries.service import Claim, ClaimedDelivery
+from tucano.deliveries.wakeup import WebhookChange
 from tucano.deliveries.worker import PREFETCH, SLOW_ATTEMPTS_PER_SENDER, DeliveryWorker, _Dispatcher
 from tucano.webhooks.service import DeliveryTarget
 
 _ids = itertools.count(1)
 
 
-def claimed(url: str, webhook_id: int = 1) -> ClaimedDelivery:
+def claimed(url: str, webhook_id: int = 1, *, lease: float = 60) -> ClaimedDelivery:
     return ClaimedDelivery(
         delivery_id=next(_ids),
         claim_token="t",
@@ -31,7 +33,7 @@ def claimed(url: str, webhook_id: int = 1) -> ClaimedDelivery:
         attempt=1,
         payload=b"{}",
         target=DeliveryTarget(webhook_id, url, True, ("whsec_x",)),
-        lease_until=clock.now(),
+        lease_until=clock.now() + timedelta(seconds=lease),
     )
 
 
@@ -178,6 +180,22 @@ async def test_a_delivery_given_back_after_its_webhook_was_deleted_gets_its_last
     assert outcome.claimed == cancelled and outcome.status == "FAILED"
     assert outcome.error_message == "not sent: the webhook was deleted; this delivery is cancelled"
     assert outcome.next_attempt_at is None and worker._stale == []
+
+
+def test_a_deleted_webhooks_deliveries_are_recorded_only_under_this_workers_lease() -> None:
+    # A worker paused past its lease hears of the deletion late: the deletion has recorded the
+    # deliveries whose lease had run out itself, so the worker records only the others.
+    settings = make_settings("sqlite+aiosqlite:///unused.db")
+    worker = DeliveryWorker(Database(settings.database_url), settings)
+    held = claimed("https://a.example/x", 7)
+    ran_out = claimed("https://a.example/x", 7, lease=-1)
+    worker._dispatcher.add(held, "https://a.example/x")
+    worker._dispatcher.add(ran_out, "https://a.example/x")
+
+    worker._on_webhook_change(WebhookChange(7, True))
+
+    assert [o.claimed for o in worker._outcomes] == [held]
+    assert worker._dispatcher.waiting == 0 and worker._stale == []
 
 
 async def test_a_claim_under_way_when_changes_were_missed_is_given_back(

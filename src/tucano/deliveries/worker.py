@@ -430,8 +430,13 @@ class DeliveryWorker:
             return
         if deleted:
             now = clock.now()
+            # A deletion records the deliveries whose lease had run out itself (this worker
+            # may have been paused past it): only those still under this worker's lease are its
+            # to record.
             self._outcomes += [
-                _not_sent(delivery, "the webhook was deleted", at=now) for delivery in deliveries
+                _not_sent(delivery, "the webhook was deleted", at=now)
+                for delivery in deliveries
+                if delivery.lease_until > now
             ]
             self._outcome_ready.set()
         else:
