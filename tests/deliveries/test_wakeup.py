@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -95,8 +96,9 @@ async def test_a_listener_whose_connection_went_silent_connects_again() -> None:
         # polls for whatever was committed meanwhile.
         await asyncio.wait_for(woken.wait(), timeout=5)
         assert proxy.connections > silenced
-        # Webhook changes made while it was deaf went unheard: workers are told so (None).
-        assert heard == [None]
+        # Webhook changes made while it was deaf went unheard: workers are told so (None), as
+        # soon as the probe finds the connection silent and again once it is back.
+        assert heard == [None, None]
         await woken_by_a_notification()  # through the new connection
     finally:
         stop.set()
@@ -105,3 +107,37 @@ async def test_a_listener_whose_connection_went_silent_connects_again() -> None:
         webhook_changes.forget(heard.append)
         await notifier.close()
         await proxy.stop()
+
+
+async def test_a_listener_whose_connection_the_server_ended_says_so_at_once() -> None:
+    # An administrator or a restart ends the listening connection: workers hear at once that
+    # changes may go unheard (None), not at the next probe, seconds later, while they go on
+    # sending what they hold for webhooks that may be deleted meanwhile.
+    admin = await connect_asyncpg(POSTGRES_URL)
+    woken = wakeup.waiter()
+    heard: list[tuple[float, WebhookChange | None]] = []
+
+    def hear(change: WebhookChange | None) -> None:
+        heard.append((time.monotonic(), change))
+
+    webhook_changes.listen(hear)
+    stop = asyncio.Event()
+    listener = asyncio.create_task(listen_for_notifications(POSTGRES_URL, stop, probe_every=30))
+    try:
+        await asyncio.wait_for(woken.wait(), timeout=5)  # listening
+        ended = time.monotonic()
+        assert await admin.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE pid <> pg_backend_pid() AND query LIKE 'LISTEN%'"
+        )
+        for _ in range(100):
+            if heard:
+                break
+            await asyncio.sleep(0.02)
+        assert heard and heard[0][1] is None and heard[0][0] - ended < 1.5, heard
+    finally:
+        stop.set()
+        await asyncio.wait_for(listener, timeout=5)
+        wakeup.forget(woken)
+        webhook_changes.forget(hear)
+        await admin.close()

@@ -99,6 +99,23 @@ def _relay_webhook_change(_connection: object, _pid: int, _channel: str, payload
         webhook_changes.notify(change)
 
 
+def _deaf(listened_before: bool) -> None:
+    """The listener just lost its connection: what workers hold may already be stale (a webhook
+    deleted while the connection was going), so they are told at once, not only once it is back
+    (as they are then too, for what changed in between)."""
+    if listened_before:
+        webhook_changes.notify_missed()
+
+
+async def _until_either(first: asyncio.Event, second: asyncio.Event) -> None:
+    waits = [asyncio.ensure_future(first.wait()), asyncio.ensure_future(second.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
 async def listen_for_notifications(
     database_url: str, stop: asyncio.Event, *, probe_every: float = 5.0
 ) -> None:
@@ -115,6 +132,9 @@ async def listen_for_notifications(
                 connect_asyncpg(database_url), probe_every
             )
             connection = opened
+            # A connection the server ended (an administrator, a restart) says so at once.
+            lost = asyncio.Event()
+            opened.add_termination_listener(lambda _closed, lost=lost: lost.set())
             await opened.add_listener(NOTIFY_CHANNEL, lambda *_: wakeup.notify())
             await opened.add_listener(WEBHOOK_CHANNEL, _relay_webhook_change)
             # Anything committed while we were not listening is found by this first poll.
@@ -122,13 +142,18 @@ async def listen_for_notifications(
             if listened_before:
                 webhook_changes.notify_missed()
             listened_before = True
-            while not stop.is_set() and not opened.is_closed():
+            while not stop.is_set() and not lost.is_set() and not opened.is_closed():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=probe_every)
-                if not stop.is_set():
+                    async with asyncio.timeout(probe_every):
+                        await _until_either(stop, lost)
+                if not stop.is_set() and not lost.is_set():
                     await asyncio.wait_for(opened.fetchval("SELECT 1"), timeout=probe_every)
+            if not stop.is_set():
+                log.warning("notification_listener_down", error="ConnectionClosed")
+                _deaf(listened_before)
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("notification_listener_down", error=type(exc).__name__)
+            _deaf(listened_before)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=1)
         finally:
