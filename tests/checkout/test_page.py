@@ -84,7 +84,7 @@ async def test_a_paid_link_shows_its_payment_and_no_more_options(
     assert "data-installments" not in page.text
 
 
-@pytest.mark.parametrize("how", ["altered", "another link's", "missing", "not a UUID"])
+@pytest.mark.parametrize("how", ["altered", "another link's", "missing", "not a UUID", "too long"])
 async def test_a_token_that_is_not_this_links_opens_nothing(
     service: RunningService, merchant: Merchant, how: str
 ) -> None:
@@ -97,12 +97,33 @@ async def test_a_token_that_is_not_this_links_opens_nothing(
         "another link's": f"/checkout/{uuid}?{urlsplit(other['urlPayment']).query}",
         "missing": f"/checkout/{uuid}",
         "not a UUID": f"/checkout/{uuid[:-1]}?token={token}",
+        "too long": f"/checkout/{uuid}?token={token}{'A' * 5000}",
     }[how]
-    body = assert_error_body(await open_page(service, wrong), 404, ErrorCode.PAYMENT_LINK_NOT_FOUND)
-    assert uuid not in str(body) and "Joana" not in str(body)
+    answer = await open_page(service, wrong)
+    body = assert_error_body(answer, 404, ErrorCode.PAYMENT_LINK_NOT_FOUND)
+    # One answer whatever is wrong, naming nothing of this link or another.
+    assert body["errors"] == [
+        "this checkout address is not valid: its token is missing, altered or another link's"
+    ]
+    assert answer.headers["cache-control"] == "no-store" and answer.headers["vary"] == "Accept"
+
     page = await open_page(service, wrong, **BROWSER)
     assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
     assert "não encontrado" in page.text and link["payerName"] not in page.text
+
+
+async def test_a_paid_link_still_shows_its_payment_after_its_expiration_date(
+    service: RunningService,
+) -> None:
+    # A paid link never expires: the payer who comes back to check sees it paid, not a page
+    # telling them to ask for a new link (and perhaps pay twice).
+    with clock.freeze(datetime(2030, 5, 1, 12, 0, tzinfo=UTC)) as frozen:
+        merchant = await service.merchant()
+        link = await create(merchant, expirationDays=1)
+        await pay(service, merchant, link["linkPaymentUuid"], METHOD_PIX)
+        frozen.advance(timedelta(days=3))
+        page = await open_page(service, checkout_path(link), **BROWSER)
+    assert page.status_code == 200 and 'data-status="PAID"' in page.text
 
 
 async def test_an_expired_link_opens_nothing(service: RunningService) -> None:

@@ -54,6 +54,7 @@ def test_retry_after_forms() -> None:
     assert parse_retry_after(None, now=NOW) is None
     assert parse_retry_after("-5", now=NOW) is None
     assert parse_retry_after("1²", now=NOW) is None  # a digit to str.isdigit, not to int()
+    assert parse_retry_after("0000000000001", now=NOW) == timedelta(seconds=1)
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,10 @@ from fastapi.responses import HTMLResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from tucano.checkout import service
+from tucano.checkout.service import NOT_A_CHECKOUT
 from tucano.clock import clock
 from tucano.db import ReadSessionDep
-from tucano.errors import AppError, ErrorCode
+from tucano.errors import AppError, ErrorCode, error_response, transaction_id_of
 from tucano.http import preferred_media_type
 from tucano.money import from_cents
 from tucano.payment_links.installments import installment_options
@@ -39,7 +40,9 @@ PAGE_HEADERS = {
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
+    "Vary": "Accept",  # a page for a browser, the error body for anything else
 }
+LONGEST_TOKEN = 4096
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -83,22 +86,22 @@ def _page(name: str, status: int, **context: Any) -> HTMLResponse:
     responses={
         404: _error("No such link, or a token that is missing, altered or another link's."),
         410: _error("The link has expired."),
-        500: _error("Unexpected system error."),
-        503: _error("The database cannot be used just now; retry after `Retry-After` seconds."),
     },
 )
 async def checkout_page(
     link_id: Annotated[str, Path(alias="linkPaymentUuid")],
     request: Request,
     session: ReadSessionDep,
-    token: Annotated[str, Query(max_length=4096, description="The signed checkout token.")] = "",
+    token: Annotated[str, Query(description="The signed checkout token.")] = "",
 ) -> Response:
     now = clock.now()
     try:
         try:
             link_uuid = parse_uuid(link_id)
         except ValueError:
-            raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND) from None
+            raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND, errors=[NOT_A_CHECKOUT]) from None
+        if len(token) > LONGEST_TOKEN:  # ours are a few hundred characters
+            raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND, errors=[NOT_A_CHECKOUT])
         checkout = await service.open_checkout(
             session,
             link_uuid=link_uuid,
@@ -110,9 +113,14 @@ async def checkout_page(
         wanted = preferred_media_type(
             request.headers.get("accept", ""), ["application/json", "text/html"]
         )
-        if wanted != "text/html":
-            raise
-        return _page("unavailable.html", error.status_code, expired=error.status_code == 410)
+        if wanted == "text/html":
+            return _page("unavailable.html", error.status_code, expired=error.status_code == 410)
+        return error_response(
+            error.code,
+            transaction_id_of(request.scope.get("state", {})),
+            errors=error.errors,
+            headers=PAGE_HEADERS,
+        )
     link, payment = checkout.link, checkout.payment
     return _page(
         "checkout.html",

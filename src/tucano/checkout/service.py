@@ -18,6 +18,10 @@ from tucano.payment_links.checkout_tokens import (
 from tucano.payment_links.models import Payment, PaymentLink
 from tucano.payment_links.schemas import StatusName, status_at
 
+NOT_A_CHECKOUT = (
+    "this checkout address is not valid: its token is missing, altered or another link's"
+)
+
 
 @dataclass(frozen=True)
 class Checkout:
@@ -33,15 +37,16 @@ async def open_checkout(
     altered or another link's (saying which), 410 once the link has expired."""
     try:
         verify_checkout_token(token, link_uuid, key=key, now=now)
-    except ExpiredCheckoutToken as exc:
-        raise AppError(ErrorCode.PAYMENT_LINK_EXPIRED, errors=[str(exc)]) from None
-    except InvalidCheckoutToken as exc:
-        raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND, errors=[str(exc)]) from None
+    except ExpiredCheckoutToken:
+        pass  # genuine, and this link's: it still shows a link paid in time (below)
+    except InvalidCheckoutToken:
+        # The same answer whatever is wrong with it: nothing to learn about other links.
+        raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND, errors=[NOT_A_CHECKOUT]) from None
     found = await links.find_link_for_checkout(session, link_uuid)
     if found is None:  # a genuine token outlives nothing: links are never deleted
-        raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND)
+        raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND, errors=[NOT_A_CHECKOUT])
     link, payment = found
     status = status_at(link, now)
-    if status == "EXPIRED":  # the token's expiry is whole seconds, the link's is exact
+    if status == "EXPIRED":  # a paid link never expires; its page shows its payment
         raise AppError(ErrorCode.PAYMENT_LINK_EXPIRED, errors=["the payment link has expired"])
     return Checkout(link, payment, status)

@@ -37,9 +37,10 @@ def parse_retry_after(value: str | None, *, now: datetime) -> timedelta | None:
         return None
     value = value.strip()
     if value.isascii() and value.isdigit():
-        if len(value) > 9:  # more than 31 years, and maybe more digits than int() takes
+        digits = value.lstrip("0") or "0"
+        if len(digits) > 9:  # more than 31 years, and maybe more digits than int() takes
             return LONGEST_RETRY_AFTER
-        return min(timedelta(seconds=int(value)), LONGEST_RETRY_AFTER)
+        return min(timedelta(seconds=int(digits)), LONGEST_RETRY_AFTER)
     try:
         moment = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
