@@ -105,6 +105,13 @@ def test_production_needs_the_secret_key(monkeypatch: pytest.MonkeyPatch) -> Non
         ("TUCANO_DATABASE_URL", "sqlite+aiosqlite:///:memory:"),
         ("TUCANO_PUBLIC_URL", "https://x y"),
         ("TUCANO_PUBLIC_URL", "https://pay.example.com/?a=1"),
+        ("TUCANO_PUBLIC_URL", "https://:"),
+        ("TUCANO_PUBLIC_URL", "https://<script>"),
+        ("TUCANO_PUBLIC_URL", 'https://pay.example.com/"><x'),
+        ("TUCANO_PUBLIC_URL", "https://pay.example.com:99999"),
+        ("TUCANO_DATABASE_URL", "sqlite+aiosqlite:///file::memory:?uri=true"),
+        ("TUCANO_DATABASE_URL", "sqlite+aiosqlite:///x.db?mode=MEMORY&uri=true"),
+        ("TUCANO_DATABASE_URL", "postgresql://u:p@h/d\udcff"),  # a byte that is not UTF-8
     ],
 )
 def test_bad_values_name_their_variable(
@@ -136,6 +143,15 @@ def test_a_bad_network_is_shown_with_what_is_wrong(
     with pytest.raises(ConfigurationError) as raised:
         load_settings()
     assert str(raised.value) == message
+
+
+def test_public_urls_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    for url, kept in [
+        ("HTTPS://Pay.Example.com/base/", "HTTPS://Pay.Example.com/base"),
+        ("http://[::1]:8000/x", "http://[::1]:8000/x"),
+    ]:
+        monkeypatch.setenv("TUCANO_PUBLIC_URL", url)
+        assert load_settings().public_url == kept
 
 
 def test_log_level_and_environment_are_read_in_any_case(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -47,6 +49,11 @@ def parse_duration(text: str) -> timedelta:
     if seconds > LONGEST_DURATION.total_seconds():
         raise ValueError(f"{text.strip()!r} is longer than {LONGEST_DURATION.days} days")
     return timedelta(seconds=seconds)
+
+
+# An http(s) URL of a host (a name, IPv4 or [IPv6]) and port, then maybe a path of characters a
+# URL holds unescaped (RFC 3986) or %-escaped.
+_PUBLIC_URL = re.compile(r"(?i:https?)://[A-Za-z0-9.\-\[\]:]+(?:/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?")
 
 
 def _split_list(value: Any) -> Any:
@@ -149,13 +156,19 @@ class Settings(BaseSettings):
     @field_validator("public_url")
     @classmethod
     def _strip_slash(cls, value: str) -> str:
-        # The base of every urlPayment: a path may follow the host, nothing a URL cannot hold
-        # as it is, and no query or fragment (the checkout's own path and token are added).
-        if not re.fullmatch(r"https?://[^/\s?#@]+(?:/[^\s?#]*)?", value):
-            raise ValueError(
-                "must be an absolute http(s) URL such as https://pay.example.com, with no "
-                "spaces, query or fragment"
-            )
+        # The base of every urlPayment: a host (and port), then maybe a path, in the characters
+        # a URL holds as they are; no query or fragment (the checkout's path and token follow).
+        problem = "must be an absolute http(s) URL such as https://pay.example.com, with no "
+        problem += "spaces, query or fragment"
+        if not _PUBLIC_URL.fullmatch(value):
+            raise ValueError(problem)
+        try:
+            parsed = urlsplit(value)
+            _ = parsed.port  # a port that is not a number, or over 65535
+        except ValueError:
+            raise ValueError(problem) from None
+        if not parsed.hostname:
+            raise ValueError(problem)
         return value.rstrip("/")
 
     @field_validator("database_url")
@@ -173,8 +186,11 @@ class Settings(BaseSettings):
             _ = url.port  # a port that is not a number fails here, not at the first connection
         except (ArgumentError, ValueError):
             raise ValueError("is not a valid database URL") from None
+        mode = url.query.get("mode")
         if url.drivername == "sqlite+aiosqlite" and (
-            url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
+            url.database in (None, "")
+            or ":memory:" in url.database
+            or (isinstance(mode, str) and mode.lower() == "memory")
         ):
             # Each connection would have a database of its own, and the migrated one be gone.
             raise ValueError(
@@ -221,6 +237,12 @@ def load_settings(**overrides: Any) -> Settings:
     """Read the settings, turning a validation failure into a message naming the variable."""
     from pydantic import ValidationError
 
+    for name, value in os.environ.items():
+        if name.upper().startswith("TUCANO_"):
+            try:
+                value.encode()
+            except UnicodeEncodeError:  # bytes the environment held that are not UTF-8
+                raise ConfigurationError(f"{name}: not UTF-8 text") from None
     try:
         return Settings(**overrides)
     except UnicodeDecodeError as exc:  # the .env file, read as UTF-8
