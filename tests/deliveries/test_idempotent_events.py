@@ -125,3 +125,24 @@ async def test_a_key_that_is_not_visible_ascii_is_a_400(
     answer = await publisher.post("/internal/v1/events", content=wire.dumps(body), headers=headers)
     body = assert_error_body(answer, 400, ErrorCode.INVALID_PARAMETERS)
     assert "Idempotency-Key" in body["errors"][0]
+
+
+async def test_two_keys_in_one_request_are_a_400(merchant: Merchant, publisher: Merchant) -> None:
+    body = {
+        "eventType": "PIX_OUTBOUND",
+        "customerId": merchant.customer_id,
+        "payload": pix_outbound(),
+    }
+    answer = await publisher.service.http.post(
+        "/internal/v1/events",
+        content=wire.dumps(body),
+        headers=[
+            *publisher.headers.items(),
+            ("content-type", "application/json"),
+            ("idempotency-key", "one"),
+            ("idempotency-key", "two"),
+        ],
+    )
+    assert assert_error_body(answer, 400, ErrorCode.INVALID_PARAMETERS)["errors"] == [
+        "Idempotency-Key: give it once"
+    ]

@@ -166,6 +166,8 @@ async def publish_event(
     except ValidationError as exc:
         errors = [{**e, "loc": ("body", "payload", *e["loc"])} for e in exc.errors()]
         raise BadRequest(*validation_lines(errors)) from None
+    if len(request.headers.getlist("idempotency-key")) > 1:
+        raise BadRequest("Idempotency-Key: give it once")
     event = service.NewEvent(body.customer_id, body.event_type, payload)
     database = request.app.state.database
     if idempotency_key is None:
