@@ -325,6 +325,7 @@ def test_what_counts_as_the_database_unavailable() -> None:
         asyncpg.UniqueViolationError("duplicate key"),
         sqlite3.OperationalError("no such table: links"),
         asyncpg.ObjectNotInPrerequisiteStateError('currval of sequence "s" is not yet defined'),
+        asyncpg.OutOfMemoryError("out of shared memory"),  # the same again on a retry
         ValueError("bad"),
     ]
     for error in faults:

@@ -512,9 +512,10 @@ def is_database_unavailable(exc: BaseException) -> bool:
             | asyncpg.PostgresConnectionError  # lost, or never made
             | asyncpg.OperatorInterventionError  # terminated by an administrator, shutting down
             | asyncpg.InterfaceError  # the connection is closed or in an unusable state
-            # Too many connections (max_connections, or a role's or database's limit), out of
-            # memory or disk: the server is full for now.
-            | asyncpg.InsufficientResourcesError
+            # max_connections, or a role's or database's limit, reached: full for now. (Not
+            # the other resources of its class: a statement out of shared memory for its locks
+            # fails the same way each time it is retried.)
+            | asyncpg.TooManyConnectionsError
             | ConnectionError,
         ):
             return True
