@@ -23,14 +23,17 @@ _SECRET_KEYS = re.compile(
     r"secret|token|password|passwd|authorization|api[_-]?key|card[_-]?number|pan|cvv|cvc",
     re.IGNORECASE,
 )
-# 13 to 19 digits, optionally grouped by up to three of any kind of space or line break (the
-# no-break and thin spaces of a number copied from a web page), dot, dash (the typographic ones
-# too), underscore or slash ("4111 - 1111"): the shapes a card number comes in, typed or pasted.
-# Longer runs are left alone, so that identifiers such as a PIX end-to-end id (E + 20 digits + 11
-# characters) stay readable; a card glued to other digits is not recognised. (The price of the
-# separators: grouped numbers of that length, "2026-01-01/2026-12-31" or a CNPJ say, are masked
-# too. Commas and colons are not separators: lists of ids and times would go with them.)
-_CARD_NUMBER = re.compile(r"(?<!\d)(?:\d[\s._/\u2010-\u2015\u2212-]{0,3}){12,18}\d(?!\d)")
+# 13 to 19 digits, optionally grouped by up to three of any kind of space (the no-break and thin
+# spaces of a number copied from a web page), dot, dash (the typographic ones too), underscore or
+# slash ("4111 - 1111"): the shapes a card number comes in, typed or pasted. Longer runs are left
+# alone, so that identifiers such as a PIX end-to-end id (E + 20 digits + 11 characters) stay
+# readable; a card glued to other digits is not recognised. (The price of the separators: grouped
+# numbers of that length, "2026-01-01/2026-12-31" or a CNPJ say, are masked too. Commas, colons
+# and line breaks do not group: lists of ids, times, and the line numbers of a traceback would
+# go with them.)
+_CARD_NUMBER = re.compile(
+    r"(?<!\d)(?:\d(?:[^\S\r\n]|[._/\u2010-\u2015\u2212-]){0,3}){12,18}\d(?!\d)"
+)
 REDACTED = "[REDACTED]"
 # Tucano's own secrets and tokens, wherever a caller puts them (a path, a header echoed in a
 # line), whatever comes before them: client secrets, webhook signing secrets, and JWTs (access
