@@ -228,11 +228,29 @@ async def test_giving_back_claims_names_those_whose_webhook_was_deleted_meanwhil
     assert await count(private_database, DeliveryResult, customer) == 0  # left to the holder
 
     cancelled = await service.release_claims(
-        private_database, list(claims.values()), due_at=clock.now()
+        private_database, list(claims.values()), due_at=clock.now(), lease=LEASE
     )
 
     assert cancelled == [claims[deleted]]
     assert [c.webhook_id for c in await claim(private_database, customer)] == [kept]
+
+
+async def test_a_give_back_that_ends_after_the_lease_still_names_what_the_deletion_left(
+    private_database: Database,
+) -> None:
+    # The deletion ran under the lease (and so left the delivery to its holder); the give-back
+    # ends after the lease ran out: still the holder's to record, since nobody else has.
+    customer = new_customer_id()
+    webhook_id = await add_webhook(private_database, customer)
+    await publish(private_database, customer)
+    with clock.freeze() as frozen:
+        (held,) = await claim(private_database, customer)
+        await delete_webhook(private_database, customer, webhook_id)
+        frozen.advance(LEASE + timedelta(seconds=1))
+        cancelled = await service.release_claims(
+            private_database, [held], due_at=clock.now(), lease=LEASE
+        )
+    assert cancelled == [held]
 
 
 async def test_giving_back_claims_names_none_the_holder_need_not_record(
@@ -247,7 +265,10 @@ async def test_giving_back_claims_names_none_the_holder_need_not_record(
     async with private_database.session() as session:
         await session.delete(await session.get(Delivery, finished.delivery_id))
         await session.commit()
-    assert await service.release_claims(private_database, [finished], due_at=clock.now()) == []
+    assert (
+        await service.release_claims(private_database, [finished], due_at=clock.now(), lease=LEASE)
+        == []
+    )
 
     # Its webhook deleted after the lease ran out: the deletion recorded it, once.
     webhook_id = await add_webhook(private_database, customer)
@@ -256,7 +277,10 @@ async def test_giving_back_claims_names_none_the_holder_need_not_record(
         (held,) = [c for c in await claim(private_database, customer) if c.webhook_id == webhook_id]
         frozen.advance(LEASE + timedelta(seconds=1))
         await delete_webhook(private_database, customer, webhook_id)
-        assert await service.release_claims(private_database, [held], due_at=clock.now()) == []
+        assert (
+            await service.release_claims(private_database, [held], due_at=clock.now(), lease=LEASE)
+            == []
+        )
     async with private_database.session() as session:
         records = list(
             await session.scalars(
@@ -306,7 +330,9 @@ async def test_claims_are_given_back_in_the_order_a_deletion_locks_them(
         deletion = await deletion_holding(admin, [first.delivery_id])
         # Given back in the worker's order, not the ids'.
         giving_back = asyncio.create_task(
-            service.release_claims(private_database, [second, first], due_at=clock.now())
+            service.release_claims(
+                private_database, [second, first], due_at=clock.now(), lease=LEASE
+            )
         )
         await waiting_on_a_lock(admin, "UPDATE deliveries%")
         # The deletion goes on to its next row: free, since the give-back waits at the first.

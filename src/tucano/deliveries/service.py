@@ -950,11 +950,11 @@ def _delivery_health(outcomes: Sequence[Outcome]) -> list[webhooks.DeliveryHealt
 
 
 async def release_claims(
-    database: Database, claims: Sequence[ClaimedDelivery], *, due_at: datetime
+    database: Database, claims: Sequence[ClaimedDelivery], *, due_at: datetime, lease: timedelta
 ) -> list[ClaimedDelivery]:
-    """Give claimed deliveries back, unattempted, due again at `due_at`. Returns those whose
-    webhook was deleted meanwhile: the deletion took them off the queue and left them, held
-    under this lease, for the holder to record (cancel_deliveries_to)."""
+    """Give claimed deliveries back (taken for `lease`), unattempted, due again at `due_at`.
+    Returns those whose webhook was deleted meanwhile while they were held: the deletion took
+    them off the queue and left them to their holder to record (cancel_deliveries_to)."""
     if not claims:
         return []
     table = _DELIVERIES
@@ -984,10 +984,33 @@ async def release_claims(
             if gone
             else set()
         )
+        cancelled = [c for c in gone if c.webhook_id not in existing]
+        # Unless it was already recorded since the claim: by the deletion (whose time the lease
+        # had run out by), or by another worker that took it after this lease.
+        recorded = await _recorded_since_claimed(session, cancelled, lease=lease)
         await session.commit()
-    # One whose lease ran out before the deletion was recorded by the deletion itself.
-    now = clock.now()
-    return [c for c in gone if c.webhook_id not in existing and c.lease_until > now]
+    return [c for c in cancelled if (c.delivery_id, c.attempt) not in recorded]
+
+
+async def _recorded_since_claimed(
+    session: AsyncSession, claims: Sequence[ClaimedDelivery], *, lease: timedelta
+) -> set[tuple[int, int]]:
+    """(delivery, attempt) of these claims that have a result since they were claimed."""
+    found: set[tuple[int, int]] = set()
+    r = _RESULTS.c
+    for c in claims:  # rare (a deletion racing a give-back), and one index range each
+        found.update(
+            (row.delivery_id, row.attempt)
+            for row in await session.execute(
+                select(r.delivery_id, r.attempt).where(
+                    r.customer_id == c.customer_id,
+                    r.webhook_id == c.webhook_id,
+                    r.attempted_at >= c.lease_until - lease,
+                    r.delivery_id == c.delivery_id,
+                )
+            )
+        )
+    return found
 
 
 # --- history --------------------------------------------------------------------------------

@@ -546,8 +546,9 @@ class DeliveryWorker:
         crash = SendResult(
             http_status=None,
             response_body=None,
-            error_message="not delivered: an internal error in Tucano during the attempt "
-            "(the service's log has it, with this event's id); retried on the schedule",
+            error_message="failed: an internal error in Tucano during the attempt (the "
+            "receiver may have got it or not; the service's log has it, with this event's id); "
+            "retried on the schedule",
             duration_ms=0,
         )
         try:
@@ -619,14 +620,17 @@ class DeliveryWorker:
     async def _release(self, claims: list[ClaimedDelivery], *, due_in: timedelta) -> None:
         try:
             cancelled = await service.release_claims(
-                self.database, claims, due_at=clock.now() + due_in
+                self.database, claims, due_at=clock.now() + due_in, lease=self.lease
             )
         except Exception:
             log.exception("delivery_release_failed", count=len(claims))
             return
-        # Their webhook was deleted while this worker held them; the deletion left their last
-        # record to it.
-        self._drop(cancelled, deleted=True)
+        if cancelled:
+            # Their webhook was deleted while this worker held them, and nobody has recorded
+            # them since: the deletion left their last record to it.
+            now = clock.now()
+            self._outcomes += [_not_sent(c, "the webhook was deleted", at=now) for c in cancelled]
+            self._outcome_ready.set()
 
     async def _drain(self) -> None:
         """On shutdown: give back what has not started, let attempts in flight finish (each is
