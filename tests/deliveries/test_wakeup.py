@@ -141,3 +141,24 @@ async def test_a_listener_whose_connection_the_server_ended_says_so_at_once() ->
         wakeup.forget(woken)
         webhook_changes.forget(hear)
         await admin.close()
+
+
+def test_an_outage_of_the_listener_is_a_line_a_minute(monkeypatch: pytest.MonkeyPatch) -> None:
+    from structlog.testing import capture_logs
+
+    from tucano.deliveries import wakeup as wakeup_module
+
+    now = 1000.0
+    monkeypatch.setattr(wakeup_module.time, "monotonic", lambda: now)
+    outage = wakeup_module._Outage()
+    with capture_logs() as logs:
+        for _ in range(30):  # a try a second
+            outage.failed("ConnectionRefusedError")
+        now += 61
+        outage.failed("ConnectionRefusedError")
+        outage.over()
+    assert [(e["event"], e["failuresInARow"]) for e in logs] == [
+        ("notification_listener_down", 1),
+        ("notification_listener_down", 31),
+        ("notification_listener_resumed", 31),
+    ]

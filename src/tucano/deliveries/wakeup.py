@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -99,6 +100,27 @@ def _relay_webhook_change(_connection: object, _pid: int, _channel: str, payload
         webhook_changes.notify(change)
 
 
+class _Outage:
+    """The listener's log while it cannot connect: a line when it goes down, then one a minute
+    (it tries every second), and one when it is back."""
+
+    def __init__(self) -> None:
+        self.failures = 0
+        self.logged_at = 0.0
+
+    def failed(self, error: str) -> None:
+        self.failures += 1
+        now = time.monotonic()
+        if self.failures == 1 or now - self.logged_at >= 60:
+            self.logged_at = now
+            log.warning("notification_listener_down", error=error, failuresInARow=self.failures)
+
+    def over(self) -> None:
+        if self.failures:
+            log.info("notification_listener_resumed", failuresInARow=self.failures)
+        self.failures = 0
+
+
 def _deaf(listened_before: bool) -> None:
     """The listener just lost its connection: what workers hold may already be stale (a webhook
     deleted while the connection was going), so they are told at once, not only once it is back
@@ -125,6 +147,7 @@ async def listen_for_notifications(
     long, finds it out, and the loop connects again, then tells `webhook_changes` that changes
     may have been missed meanwhile."""
     listened_before = False
+    down = _Outage()
     while not stop.is_set():
         connection: asyncpg.Connection | None = None
         try:
@@ -142,6 +165,7 @@ async def listen_for_notifications(
             if listened_before:
                 webhook_changes.notify_missed()
             listened_before = True
+            down.over()
             while not stop.is_set() and not lost.is_set() and not opened.is_closed():
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(probe_every):
@@ -149,10 +173,10 @@ async def listen_for_notifications(
                 if not stop.is_set() and not lost.is_set():
                     await asyncio.wait_for(opened.fetchval("SELECT 1"), timeout=probe_every)
             if not stop.is_set():
-                log.warning("notification_listener_down", error="ConnectionClosed")
+                down.failed("ConnectionClosed")
                 _deaf(listened_before)
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            log.warning("notification_listener_down", error=type(exc).__name__)
+            down.failed(type(exc).__name__)
             _deaf(listened_before)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=1)
