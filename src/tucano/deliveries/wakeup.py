@@ -108,12 +108,14 @@ class _Outage:
         self.failures = 0
         self.logged_at = 0.0
 
-    def failed(self, error: str) -> None:
+    def failed(self, error: str) -> bool:
+        """Count a failure; True for the first since the listener last worked."""
         self.failures += 1
         now = time.monotonic()
         if self.failures == 1 or now - self.logged_at >= 60:
             self.logged_at = now
             log.warning("notification_listener_down", error=error, failuresInARow=self.failures)
+        return self.failures == 1
 
     def over(self) -> None:
         if self.failures:
@@ -172,12 +174,11 @@ async def listen_for_notifications(
                         await _until_either(stop, lost)
                 if not stop.is_set() and not lost.is_set():
                     await asyncio.wait_for(opened.fetchval("SELECT 1"), timeout=probe_every)
-            if not stop.is_set():
-                down.failed("ConnectionClosed")
+            if not stop.is_set() and down.failed("ConnectionClosed"):
                 _deaf(listened_before)
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            down.failed(type(exc).__name__)
-            _deaf(listened_before)
+            if down.failed(type(exc).__name__):  # once per outage: it tries every second
+                _deaf(listened_before)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=1)
         finally:
