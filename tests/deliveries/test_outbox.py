@@ -346,12 +346,15 @@ async def test_claims_are_given_back_in_the_order_a_deletion_locks_them(
         await admin.close()
 
 
-async def test_a_retry_whose_delivery_a_deletion_removes_while_it_is_recorded_says_so(
-    private_database: Database,
+@pytest.mark.parametrize("meanwhile", ["deleted", "claimed by another", "given back"])
+async def test_a_retry_is_recorded_by_what_the_queue_holds_once_its_row_is_locked(
+    private_database: Database, meanwhile: str
 ) -> None:
-    """PostgreSQL: the record reads the queue as it was when its statement began; a deletion
-    that removed the delivery while the record waited for its lock makes the retry one that
-    will not happen, and the record says so rather than leave the history at PENDING_RETRY."""
+    """PostgreSQL: the record reads the queue as it was when its statement began; what another
+    session committed while the record waited for the row lock decides. Removed (a webhook's
+    deletion): the retry will not happen, and the record says so rather than leave the history
+    at PENDING_RETRY. Claimed by another worker, or given back (this lease ran out): the retry
+    does happen, and the record says PENDING_RETRY, moving nothing."""
     if private_database.dialect != "postgresql":
         pytest.skip("PostgreSQL: SQLite's writers take the whole database in turn")
     customer = new_customer_id()
@@ -372,11 +375,17 @@ async def test_a_retry_whose_delivery_a_deletion_removes_while_it_is_recorded_sa
     )
     admin = await connect_asyncpg(private_database.url)
     try:
-        deletion = await deletion_holding(admin, [held.delivery_id])
+        other_session = await deletion_holding(admin, [held.delivery_id])
         recording = asyncio.create_task(service.record_outcomes(private_database, [retry]))
         await waiting_on_a_lock(admin, "%INSERT INTO delivery_results%")
-        await admin.execute("DELETE FROM deliveries WHERE id = $1", held.delivery_id)
-        await deletion.commit()
+        if meanwhile == "deleted":
+            await admin.execute("DELETE FROM deliveries WHERE id = $1", held.delivery_id)
+        else:
+            token = "theirs" if meanwhile == "claimed by another" else None
+            await admin.execute(
+                "UPDATE deliveries SET claim_token = $2 WHERE id = $1", held.delivery_id, token
+            )
+        await other_session.commit()
         await asyncio.wait_for(recording, 5)
     finally:
         await admin.close()
@@ -384,8 +393,14 @@ async def test_a_retry_whose_delivery_a_deletion_removes_while_it_is_recorded_sa
         (record,) = await session.scalars(
             select(DeliveryResult).where(DeliveryResult.delivery_id == held.delivery_id)
         )
-    assert record.status == ResultStatus.FAILED and record.next_attempt_at is None
-    assert record.error_message == "receiver answered HTTP 500" + service.NOT_RETRIED
+        queued = await session.get(Delivery, held.delivery_id)
+    if meanwhile == "deleted":
+        assert record.status == ResultStatus.FAILED and record.next_attempt_at is None
+        assert record.error_message == "receiver answered HTTP 500" + service.NOT_RETRIED
+    else:
+        assert record.status == ResultStatus.PENDING_RETRY
+        assert queued is not None and queued.attempts == 0  # not this worker's to move
+        assert queued.claim_token == ("theirs" if meanwhile == "claimed by another" else None)
 
 
 async def test_pruning_removes_old_history_only(private_database: Database) -> None:

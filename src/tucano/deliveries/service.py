@@ -732,15 +732,11 @@ _OUTCOME_FIELDS = ", ".join(
 )
 NOT_RETRIED = "; not retried: the delivery was cancelled or finished meanwhile"
 # A retry whose delivery has left the queue meanwhile (its webhook deleted) will not happen: its
-# record says so rather than PENDING_RETRY. Whether this worker still holds it is `held`'s to
-# say (`h`, the rows it locked, as they were once locked): the statement's snapshot (`q`, the
-# LATERAL probe of _RECORD_ON_POSTGRES) predates a deletion that removed the row while `held`
-# waited for its lock. Not held but queued under another claim (this lease ran out and another
-# worker took the delivery), the retry is that worker's, and does happen.
-_VANISHED = (
-    "o.status = 'PENDING_RETRY' AND h.id IS NULL"
-    " AND (q.found IS NULL OR q.claim_token = o.claim_token)"
-)
+# record says so rather than PENDING_RETRY. Read from `locked` (`l`), the batch's rows as they
+# are once locked, not from the statement's snapshot, which predates a deletion (or another
+# worker's claim) that the lock waited for. A row still there under another claim (this lease
+# ran out and another worker took it) or none (given back) is a retry that does happen.
+_VANISHED = "o.status = 'PENDING_RETRY' AND l.id IS NULL"
 _RESULT_VALUES = ", ".join(
     {
         "status": f"CASE WHEN {_VANISHED} THEN 'FAILED' ELSE o.status END",
@@ -755,27 +751,24 @@ _RESULT_VALUES = ", ".join(
 # record, of every pending delivery) to find a hundred of them, and ran the existence check of
 # retries as a scan of the queue too; 18 ms for a batch of 128 against 2 ms now. LATERAL with
 # LIMIT and `= ANY(ARRAY(...))` keep every step to index lookups of the batch's own ids.
-# `held`: this worker's claims, locked in id order, the order a webhook's deletion locks them in
-# too (cancel_deliveries_to), so the two never deadlock.
+# `locked`: the batch's deliveries, locked in id order, the order a webhook's deletion locks them
+# in too (cancel_deliveries_to), so the two never deadlock; `held`: those this worker still holds.
 _RECORD_ON_POSTGRES = f"""
 WITH outcome AS MATERIALIZED (
     SELECT {_OUTCOME_FIELDS} FROM jsonb_array_elements($1::jsonb) AS r
-), held AS (
-    SELECT d.id, o.next_attempt_at
+), locked AS (
+    SELECT d.id, d.claim_token, o.claim_token AS ours, o.next_attempt_at
       FROM (SELECT delivery_id, claim_token, next_attempt_at FROM outcome ORDER BY delivery_id) AS o
      CROSS JOIN LATERAL (
-        SELECT d.id FROM deliveries AS d
-         WHERE d.id = o.delivery_id AND d.claim_token = o.claim_token
-           FOR UPDATE
+        SELECT d.id, d.claim_token FROM deliveries AS d WHERE d.id = o.delivery_id FOR UPDATE
      ) AS d
+), held AS (
+    SELECT id, next_attempt_at FROM locked WHERE claim_token = ours
 ), recorded AS (
     INSERT INTO delivery_results ({_RESULT_COLUMNS})
     SELECT {_RESULT_VALUES}
       FROM outcome AS o
-      LEFT JOIN LATERAL (
-        SELECT true AS found, claim_token FROM deliveries WHERE id = o.delivery_id LIMIT 1
-      ) AS q ON o.status = 'PENDING_RETRY'
-      LEFT JOIN held AS h ON h.id = o.delivery_id AND o.status = 'PENDING_RETRY'
+      LEFT JOIN locked AS l ON l.id = o.delivery_id
     RETURNING customer_id, webhook_id, event_type, status, attempted_at
 ), counted AS ({result_counts.COUNT_RECORDED_ON_POSTGRES}
 ), finished AS (
