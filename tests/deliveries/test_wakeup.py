@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -162,3 +163,39 @@ def test_an_outage_of_the_listener_is_a_line_a_minute(monkeypatch: pytest.Monkey
         ("notification_listener_down", 31),
         ("notification_listener_resumed", 31),
     ]
+
+
+async def test_a_connection_that_keeps_dropping_is_tried_again_once_a_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tucano.deliveries import wakeup as wakeup_module
+
+    connects = 0
+
+    class DroppedAtOnce:
+        """A connection the server ends as soon as it is made."""
+
+        def add_termination_listener(self, callback: Any) -> None:
+            callback(self)
+
+        async def add_listener(self, *_args: Any) -> None:
+            return None
+
+        def is_closed(self) -> bool:
+            return True
+
+        def terminate(self) -> None:
+            return None
+
+    async def connect(*_args: Any, **_kwargs: Any) -> DroppedAtOnce:
+        nonlocal connects
+        connects += 1
+        return DroppedAtOnce()
+
+    monkeypatch.setattr(wakeup_module, "connect_asyncpg", connect)
+    stop = asyncio.Event()
+    listener = asyncio.create_task(listen_for_notifications("postgresql://x", stop))
+    await asyncio.sleep(1.5)
+    stop.set()
+    await asyncio.wait_for(listener, timeout=5)
+    assert 1 <= connects <= 3, connects  # not a loop of reconnections

@@ -167,15 +167,15 @@ async def listen_for_notifications(
             if listened_before:
                 webhook_changes.notify_missed()
             listened_before = True
-            down.over()
             while not stop.is_set() and not lost.is_set() and not opened.is_closed():
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(probe_every):
                         await _until_either(stop, lost)
                 if not stop.is_set() and not lost.is_set():
                     await asyncio.wait_for(opened.fetchval("SELECT 1"), timeout=probe_every)
-            if not stop.is_set() and down.failed("ConnectionClosed"):
-                _deaf(listened_before)
+                    down.over()  # back for good: it has answered a probe
+            if not stop.is_set():
+                raise ConnectionResetError("the server ended the connection")
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             if down.failed(type(exc).__name__):  # once per outage: it tries every second
                 _deaf(listened_before)
