@@ -182,9 +182,10 @@ async def test_a_delivery_given_back_after_its_webhook_was_deleted_gets_its_last
     assert outcome.next_attempt_at is None and worker._stale == []
 
 
-def test_a_deleted_webhooks_deliveries_are_recorded_only_under_this_workers_lease() -> None:
-    # A worker paused past its lease hears of the deletion late: the deletion has recorded the
-    # deliveries whose lease had run out itself, so the worker records only the others.
+def test_a_deleted_webhooks_deliveries_are_recorded_at_once_only_under_this_workers_lease() -> None:
+    # A worker paused past its lease hears of the deletion late: the deletion may have recorded
+    # those whose lease had run out itself, so they are given back, and the give-back says
+    # whether they are still this worker's to record.
     settings = make_settings("sqlite+aiosqlite:///unused.db")
     worker = DeliveryWorker(Database(settings.database_url), settings)
     held = claimed("https://a.example/x", 7)
@@ -195,7 +196,7 @@ def test_a_deleted_webhooks_deliveries_are_recorded_only_under_this_workers_leas
     worker._on_webhook_change(WebhookChange(7, True))
 
     assert [o.claimed for o in worker._outcomes] == [held]
-    assert worker._dispatcher.waiting == 0 and worker._stale == []
+    assert worker._dispatcher.waiting == 0 and worker._stale == [ran_out]
 
 
 async def test_a_claim_under_way_when_changes_were_missed_is_given_back(

@@ -988,18 +988,22 @@ async def release_claims(
 async def _recorded_since_claimed(
     session: AsyncSession, claims: Sequence[ClaimedDelivery], *, lease: timedelta
 ) -> set[tuple[int, int]]:
-    """(delivery, attempt) of these claims that have a result since they were claimed."""
+    """(delivery, attempt) of these claims that have a result since they were claimed: one
+    index range per webhook (rare: a deletion racing a give-back)."""
+    by_webhook: dict[tuple[int, int], list[ClaimedDelivery]] = {}
+    for c in claims:
+        by_webhook.setdefault((c.customer_id, c.webhook_id), []).append(c)
     found: set[tuple[int, int]] = set()
     r = _RESULTS.c
-    for c in claims:  # rare (a deletion racing a give-back), and one index range each
+    for (customer_id, webhook_id), theirs in by_webhook.items():
         found.update(
             (row.delivery_id, row.attempt)
             for row in await session.execute(
                 select(r.delivery_id, r.attempt).where(
-                    r.customer_id == c.customer_id,
-                    r.webhook_id == c.webhook_id,
-                    r.attempted_at >= c.lease_until - lease,
-                    r.delivery_id == c.delivery_id,
+                    r.customer_id == customer_id,
+                    r.webhook_id == webhook_id,
+                    r.attempted_at >= min(c.lease_until for c in theirs) - lease,
+                    r.delivery_id.in_([c.delivery_id for c in theirs]),
                 )
             )
         )

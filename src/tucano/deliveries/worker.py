@@ -430,15 +430,19 @@ class DeliveryWorker:
             return
         if deleted:
             now = clock.now()
-            # A deletion records the deliveries whose lease had run out itself (this worker
-            # may have been paused past it): only those still under this worker's lease are its
-            # to record.
+            # Under this worker's lease, the deletion left them to it. Past it (the worker was
+            # paused), the deletion may have recorded them itself: given back, they are
+            # recorded only if nobody has been since the claim (see release_claims).
+            late = [delivery for delivery in deliveries if delivery.lease_until <= now]
             self._outcomes += [
                 _not_sent(delivery, "the webhook was deleted", at=now)
                 for delivery in deliveries
                 if delivery.lease_until > now
             ]
             self._outcome_ready.set()
+            if late:
+                self._stale += late
+                self._attention.set()
         else:
             self._stale += deliveries
             self._attention.set()
