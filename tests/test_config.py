@@ -111,6 +111,7 @@ def test_production_needs_the_secret_key(monkeypatch: pytest.MonkeyPatch) -> Non
         ("TUCANO_PUBLIC_URL", "https://pay.example.com:99999"),
         ("TUCANO_DATABASE_URL", "sqlite+aiosqlite:///file::memory:?uri=true"),
         ("TUCANO_DATABASE_URL", "sqlite+aiosqlite:///x.db?mode=MEMORY&uri=true"),
+        ("TUCANO_DATABASE_URL", "sqlite+aiosqlite:///x.db?mode=memory&mode=ro&uri=true"),
         ("TUCANO_DATABASE_URL", "postgresql://u:p@h/d\udcff"),  # a byte that is not UTF-8
     ],
 )
@@ -148,6 +149,7 @@ def test_a_bad_network_is_shown_with_what_is_wrong(
 def test_public_urls_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
     for url, kept in [
         ("HTTPS://Pay.Example.com/base/", "HTTPS://Pay.Example.com/base"),
+        ("https://pagamentos.café.example/ção", "https://pagamentos.café.example/ção"),
         ("http://[::1]:8000/x", "http://[::1]:8000/x"),
     ]:
         monkeypatch.setenv("TUCANO_PUBLIC_URL", url)

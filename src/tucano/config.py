@@ -51,9 +51,9 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-# An http(s) URL of a host (a name, IPv4 or [IPv6]) and port, then maybe a path of characters a
-# URL holds unescaped (RFC 3986) or %-escaped.
-_PUBLIC_URL = re.compile(r"(?i:https?)://[A-Za-z0-9.\-\[\]:]+(?:/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?")
+# An http(s) URL of a host (a name, international ones too, IPv4 or [IPv6]) and port, then maybe
+# a path of characters a URL holds unescaped (RFC 3986), %-escaped, or letters of any script.
+_PUBLIC_URL = re.compile(r"(?i:https?)://[\w.\-\[\]:%]+(?:/[\w.~!$&'()*+,;=:@%/-]*)?")
 
 
 def _split_list(value: Any) -> Any:
@@ -186,11 +186,12 @@ class Settings(BaseSettings):
             _ = url.port  # a port that is not a number fails here, not at the first connection
         except (ArgumentError, ValueError):
             raise ValueError("is not a valid database URL") from None
-        mode = url.query.get("mode")
+        modes = url.query.get("mode", ())
+        modes = (modes,) if isinstance(modes, str) else modes
         if url.drivername == "sqlite+aiosqlite" and (
-            url.database in (None, "")
-            or ":memory:" in url.database
-            or (isinstance(mode, str) and mode.lower() == "memory")
+            url.database in (None, "", ":memory:")
+            or (url.database.startswith("file::memory:") and "uri" in url.query)
+            or any(mode.lower() == "memory" for mode in modes)
         ):
             # Each connection would have a database of its own, and the migrated one be gone.
             raise ValueError(
