@@ -198,6 +198,9 @@ async def test_an_attempt_that_fails_inside_tucano_is_recorded_and_retried_on_sc
     assert all("internal error in Tucano" in r["errorMessage"] for r in records)
     assert [r["attempt"] for r in records] == [3, 2, 1]
     assert receiver.at("/never") == []
+    # Tucano's fault, not the receiver's: nothing toward switching the webhook off.
+    path = f"/webhook/v1/{webhook['webhookId']}/delivery-status"
+    assert (await merchant.get(path)).json()["failingSince"] is None
 
 
 async def test_redirects_are_not_followed(

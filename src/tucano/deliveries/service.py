@@ -700,6 +700,9 @@ class Outcome(NamedTuple):
     duration_ms: int
     attempted_at: datetime
     next_attempt_at: datetime | None
+    # False when the attempt failed inside Tucano: it says nothing of the receiver's health
+    # (automatic deactivation must not switch a merchant's webhook off for Tucano's fault).
+    about_the_receiver: bool = True
 
 
 # One row per attempt, in columns: (name, PostgreSQL type).
@@ -923,6 +926,8 @@ def _delivery_health(outcomes: Sequence[Outcome]) -> list[webhooks.DeliveryHealt
     failed: dict[int, list[datetime]] = {}
     for o in outcomes:
         webhook_id = o.claimed.webhook_id
+        if not o.about_the_receiver:
+            continue
         if o.status == ResultStatus.SUCCESS:
             if webhook_id not in succeeded or o.attempted_at > succeeded[webhook_id]:
                 succeeded[webhook_id] = o.attempted_at

@@ -556,7 +556,7 @@ class DeliveryWorker:
             duration_ms=0,
         )
         try:
-            return self._outcome(delivery, crash, attempted_at)
+            return self._outcome(delivery, crash, attempted_at)._replace(about_the_receiver=False)
         except Exception:
             log.exception("delivery_attempt_unrecordable", deliveryId=delivery.delivery_id)
             return None
