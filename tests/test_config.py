@@ -99,6 +99,7 @@ def test_production_needs_the_secret_key(monkeypatch: pytest.MonkeyPatch) -> Non
         ("TUCANO_DNS_TIMEOUT_SECONDS", "inf"),
         ("TUCANO_DELIVERY_SLOW_AFTER_SECONDS", "inf"),
         ("TUCANO_RESULT_RETENTION", "0s"),
+        ("TUCANO_RETRY_SCHEDULE", "5s,0s"),
         ("TUCANO_WEBHOOK_DEACTIVATE_AFTER", "0"),
         # Each connection would open a database of its own.
         ("TUCANO_DATABASE_URL", "sqlite+aiosqlite:///"),

@@ -128,6 +128,9 @@ class Settings(BaseSettings):
             parsed = [parse_duration(i) if isinstance(i, str) else i for i in items]
             if not parsed:
                 raise ValueError("the retry schedule needs at least one delay")
+            if any(delay <= timedelta(0) for delay in parsed):
+                # A receiver that fails would be sent the same event again at once, repeatedly.
+                raise ValueError("each delay of the retry schedule must be longer than zero")
             return parsed
         return items
 
