@@ -433,19 +433,19 @@ class DeliveryWorker:
             # Under this worker's lease, the deletion left them to it. Past it (the worker was
             # paused), the deletion may have recorded them itself: given back, they are
             # recorded only if nobody has been since the claim (see release_claims).
-            late = [delivery for delivery in deliveries if delivery.lease_until <= now]
-            self._outcomes += [
-                _not_sent(delivery, "the webhook was deleted", at=now)
-                for delivery in deliveries
-                if delivery.lease_until > now
-            ]
+            self._record_deleted([d for d in deliveries if d.lease_until > now])
+            deliveries = [d for d in deliveries if d.lease_until <= now]
+            if not deliveries:
+                return
+        self._stale += deliveries
+        self._attention.set()
+
+    def _record_deleted(self, deliveries: list[ClaimedDelivery]) -> None:
+        """The last record of deliveries whose webhook was deleted before their attempt."""
+        if deliveries:
+            now = clock.now()
+            self._outcomes += [_not_sent(d, "the webhook was deleted", at=now) for d in deliveries]
             self._outcome_ready.set()
-            if late:
-                self._stale += late
-                self._attention.set()
-        else:
-            self._stale += deliveries
-            self._attention.set()
 
     async def _give_back_stale(self) -> None:
         if self._stale:
@@ -629,12 +629,9 @@ class DeliveryWorker:
         except Exception:
             log.exception("delivery_release_failed", count=len(claims))
             return
-        if cancelled:
-            # Their webhook was deleted while this worker held them, and nobody has recorded
-            # them since: the deletion left their last record to it.
-            now = clock.now()
-            self._outcomes += [_not_sent(c, "the webhook was deleted", at=now) for c in cancelled]
-            self._outcome_ready.set()
+        # Their webhook was deleted while this worker held them, and nobody has recorded them
+        # since: the deletion left their last record to it.
+        self._record_deleted(cancelled)
 
     async def _drain(self) -> None:
         """On shutdown: give back what has not started, let attempts in flight finish (each is

@@ -268,6 +268,12 @@ async def prune_idempotency_keys(session: AsyncSession, *, now: datetime) -> int
 # --- read -------------------------------------------------------------------------------------
 
 
+# A link and its payment (None until paid), as ORM objects.
+_LINK_AND_PAYMENT = select(PaymentLink, Payment).outerjoin(
+    Payment, Payment.link_id == PaymentLink.id
+)
+
+
 async def get_link(
     session: AsyncSession, *, customer_id: int, link_uuid: uuid.UUID
 ) -> tuple[PaymentLink, Payment | None]:
@@ -275,9 +281,9 @@ async def get_link(
     another customer's link is answered as missing."""
     row = (
         await session.execute(
-            select(PaymentLink, Payment)
-            .outerjoin(Payment, Payment.link_id == PaymentLink.id)
-            .where(PaymentLink.uuid == link_uuid, PaymentLink.customer_id == customer_id)
+            _LINK_AND_PAYMENT.where(
+                PaymentLink.uuid == link_uuid, PaymentLink.customer_id == customer_id
+            )
         )
     ).first()
     if row is None:
@@ -290,13 +296,7 @@ async def find_link_for_checkout(
 ) -> tuple[PaymentLink, Payment | None] | None:
     """A link and its payment by UUID alone, for the checkout page: its caller is the payer,
     whose checkout token (already verified) names the link, not a customer."""
-    row = (
-        await session.execute(
-            select(PaymentLink, Payment)
-            .outerjoin(Payment, Payment.link_id == PaymentLink.id)
-            .where(PaymentLink.uuid == link_uuid)
-        )
-    ).first()
+    row = (await session.execute(_LINK_AND_PAYMENT.where(PaymentLink.uuid == link_uuid))).first()
     return None if row is None else (row[0], row[1])
 
 
