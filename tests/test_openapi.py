@@ -187,8 +187,9 @@ async def test_parameters_say_what_the_service_enforces(service: RunningService)
         (found,) = [p for p in document["paths"][path][method]["parameters"] if p["name"] == name]
         return dict(found)
 
+    # Any integer is taken (one that names no webhook is a 404), so no bounds are published.
     webhook_id = parameter("get", "/webhook/v1/{id}", "id")["schema"]
-    assert (webhook_id["minimum"], webhook_id["maximum"]) == (1, 2**63 - 1)
+    assert webhook_id["type"] == "integer" and "minimum" not in webhook_id
     size = parameter("get", "/webhook/v1/list", "size")["schema"]
     assert (size["minimum"], size["maximum"]) == (1, 100)
     for method, path in (

@@ -59,6 +59,27 @@ class _BodyTooLarge(HTTPException):
         super().__init__(413, f"the request body must be at most {limit} bytes")
 
 
+def _tolerant(scope: Scope) -> Scope:
+    """`scope` with what clients commonly send by accident read as they meant it: a trailing
+    slash on a path (`/payment-link/v1/` is `/payment-link/v1`), and a query parameter with an
+    empty value (`?status=&page=0`, as forms and URL builders send an unset filter), which is
+    left out rather than refused as an invalid value."""
+    path: str = scope["path"]
+    query: bytes = scope.get("query_string", b"")
+    trimmed = path.rstrip("/") or "/"
+    kept = query
+    if query:
+        pairs = query.split(b"&")
+        kept = b"&".join(p for p in pairs if p.partition(b"=")[2])
+    if trimmed == path and kept == query:
+        return scope
+    changed = {**scope, "path": trimmed, "query_string": kept}
+    raw_path = scope.get("raw_path")
+    if trimmed != path and isinstance(raw_path, bytes):
+        changed["raw_path"] = raw_path.rstrip(b"/") or b"/"
+    return changed
+
+
 class EdgeMiddleware:
     def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
         self.app = app
@@ -79,6 +100,7 @@ class EdgeMiddleware:
         state["transaction_id"] = transaction_id
         response: dict[str, Any] = {"status": 500, "started": False}
         structlog.contextvars.bind_contextvars(transactionId=transaction_id)
+        scope = _tolerant(scope)
         method = scope["method"]
         if method == "HEAD":
             # HEAD is GET without the body (RFC 9110 9.3.2), for every operation that has a GET.

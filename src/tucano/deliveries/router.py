@@ -26,7 +26,7 @@ from tucano.pagination import Page, PageParams
 from tucano.webhooks.events import EventType
 from tucano.webhooks.payloads import PAYLOAD_MODELS
 from tucano.webhooks.samples import sample_payload
-from tucano.webhooks.schemas import MAX_ID
+from tucano.webhooks.schemas import MAX_ID, WebhookIdInPath
 from tucano.wire import DecimalJSONRoute, RangeEnd, RangeStart, WholeNumber, json_response
 
 router = APIRouter(
@@ -88,7 +88,7 @@ async def list_results(
 async def redeliver(
     caller: WebhookWriter,
     _json: JsonContent,
-    webhook_id: Annotated[WholeNumber, Path(alias="id", ge=1, le=MAX_ID)],
+    webhook_id: Annotated[WebhookIdInPath, Path(alias="id")],
     body: Redelivery,
     session: SessionDep,
 ) -> Response:

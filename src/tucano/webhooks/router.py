@@ -16,15 +16,15 @@ from tucano.pagination import Page, PageParams
 from tucano.webhooks import service
 from tucano.webhooks.events import EventType
 from tucano.webhooks.schemas import (
-    MAX_ID,
     Webhook,
     WebhookCreate,
     WebhookCreated,
     WebhookDeliveryStatus,
+    WebhookIdInPath,
     WebhookSecret,
     WebhookUpdate,
 )
-from tucano.wire import DecimalJSONRoute, WholeNumber, json_response
+from tucano.wire import DecimalJSONRoute, json_response
 
 router = APIRouter(
     prefix="/webhook/v1",
@@ -33,7 +33,7 @@ router = APIRouter(
     dependencies=[Depends(optional_transaction_id)],
 )
 
-WebhookId = Annotated[WholeNumber, Path(alias="id", ge=1, le=MAX_ID, description="The webhookId.")]
+WebhookId = Annotated[WebhookIdInPath, Path(alias="id", description="The webhookId.")]
 
 
 @router.get(

@@ -3,15 +3,28 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator
+from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StrictInt, field_validator
 
+from tucano.errors import ErrorCode, NotFound
 from tucano.webhooks.events import EventType
 from tucano.webhooks.models import Webhook as WebhookRow
 from tucano.webhooks.signing import previous_secrets
 from tucano.webhooks.url_safety import MAX_URL_LENGTH
-from tucano.wire import ApiModel, UtcTimestamp
+from tucano.wire import ApiModel, UtcTimestamp, WholeNumber
 
 MAX_ID = 2**63 - 1
+
+
+def _an_id_or_not_found(value: int) -> int:
+    # 0, -1 or 2**64 in a path name no webhook, like any id that was never given: a 404, as a
+    # client looking one up expects, rather than a 400 about the range of ids.
+    if not 1 <= value <= MAX_ID:
+        raise NotFound(ErrorCode.WEBHOOK_NOT_FOUND)
+    return value
+
+
+# A webhook's id in a path: any integer; one outside the ids given out names no webhook (404).
+WebhookIdInPath = Annotated[WholeNumber, AfterValidator(_an_id_or_not_found)]
 PartnerId = Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
 TargetUrl = Annotated[
     str,
