@@ -35,6 +35,14 @@ _CARD_NUMBER = re.compile(
     r"(?<!\d)(?:\d(?:[^\S\r\n]|[._/\u2010-\u2015\u2212-]){0,3}){12,18}\d(?!\d)"
 )
 REDACTED = "[REDACTED]"
+
+
+def may_hold_a_card_number(text: str) -> bool:
+    """Whether `text` holds what the log masks as a card number (13 to 19 digits, grouped or
+    not): for fields that must never carry one."""
+    return _CARD_NUMBER.search(text) is not None
+
+
 # Tucano's own secrets and tokens, wherever a caller puts them (a path, a header echoed in a
 # line), whatever comes before them: client secrets, webhook signing secrets, and JWTs (access
 # and checkout tokens). Every scan is linear in the text: a pattern that has started always

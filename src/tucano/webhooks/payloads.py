@@ -2,23 +2,52 @@
 
 Dates are ISO 8601 UTC with milliseconds and money a JSON number with two decimals. Payloads that
 other systems publish (POST /internal/v1/events) are validated against these models, unknown
-fields refused, and re-rendered, so every delivery of a type has the same shape. No model has a
-field that could hold a card number: cards are named by brand and last four digits only.
+fields refused (but in a chargeback's `additionalData`, the card system's own), and re-rendered,
+so every delivery of a type has the same shape. No field is meant for a card number (cards are
+named by brand and last four digits only), and those extra cardholder fields may not hold one.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+from uuid import UUID
 
-from pydantic import ConfigDict, Field, StrictInt, ValidationInfo, field_validator
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StrictInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from tucano.brazil.documents import normalize_document
+from tucano.logs import may_hold_a_card_number
 from tucano.money import PayloadMoney
 from tucano.webhooks.events import EventType
 from tucano.wire import ApiModel, ReceivedTimestamp
 
+
+def _number_as_text(value: Any) -> Any:
+    # Other systems write some identifiers as JSON numbers (a paymentId of 123): carried as the
+    # text they stand for, so that every delivery of a type has the same shape.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
 Timestamp = ReceivedTimestamp
 Text = Annotated[str, Field(min_length=1, max_length=200)]
 OptionalText = Annotated[str | None, Field(default=None, max_length=200)]
+# An identifier: text, or a whole number read as its digits.
+Identifier = Annotated[str, BeforeValidator(_number_as_text), Field(min_length=1, max_length=200)]
+OptionalIdentifier = Annotated[
+    Annotated[str, BeforeValidator(_number_as_text), Field(max_length=200)] | None,
+    Field(default=None),
+]
 EndToEndId = Annotated[
     str,
     Field(
@@ -28,7 +57,13 @@ EndToEndId = Annotated[
     ),
 ]
 Document = Annotated[
-    str, Field(pattern=r"^[0-9A-Z]{11}$|^[0-9A-Z]{14}$", description="CPF or CNPJ, no punctuation.")
+    str,
+    # Written as people write them ("529.982.247-25") or not: carried without punctuation.
+    BeforeValidator(lambda v: normalize_document(v) if isinstance(v, str) else v),
+    Field(
+        pattern=r"^[0-9A-Z]{11}$|^[0-9A-Z]{14}$",
+        description="CPF or CNPJ; punctuation accepted and removed.",
+    ),
 ]
 CardLastDigits = Annotated[str, Field(pattern=r"^[0-9]{4}$")]
 CardBrand = Literal["VISA", "MASTERCARD", "ELO", "AMEX", "HIPERCARD", "DINERS", "DISCOVER", "JCB"]
@@ -47,11 +82,11 @@ class Party(Payload):
 class PaymentLinkInbound(Payload):
     """A payment link was paid."""
 
-    payment_link_uuid: str = Field(pattern=r"^[0-9a-f-]{36}$")
+    payment_link_uuid: Annotated[UUID, PlainSerializer(str, return_type=str)]
     payment_date: Timestamp
     payment_method: Literal["PIX", "CREDIT_CARD"]
-    payment_id: Text
-    payment_receipt: Text = Field(description="End-to-end id for PIX, NSU for card.")
+    payment_id: Identifier
+    payment_receipt: Identifier = Field(description="End-to-end id for PIX, NSU for card.")
     amount: PayloadMoney
     user_reference: OptionalText
     numbers_installments: Installments | None = Field(
@@ -63,7 +98,9 @@ class PaymentLinkInbound(Payload):
 class PixQrInbound(Payload):
     """A dynamic PIX QR code was paid (or a payment of it refunded)."""
 
-    txid: str = Field(pattern=r"^[A-Za-z0-9]{26,35}$")
+    txid: Annotated[str, BeforeValidator(_number_as_text)] = Field(
+        pattern=r"^[A-Za-z0-9]{1,35}$", description="1 to 35 letters and digits (BCB's txid)."
+    )
     amount: PayloadMoney
     payer: Party
     end_to_end_id: EndToEndId
@@ -71,7 +108,11 @@ class PixQrInbound(Payload):
         default=None, description="Refunds only: the end-to-end id of the devolution."
     )
     type: Literal["PAYMENT", "REFUND"]
-    status: Literal["CONFIRMED", "REFUNDED"]
+    status: Text = Field(
+        description="The payment's status as the PIX system reports it: CONFIRMED for a "
+        "payment, REFUNDED for a refund in Tucano's samples.",
+        examples=["CONFIRMED"],
+    )
     payment_date: Timestamp
     user_reference: OptionalText
 
@@ -103,7 +144,7 @@ class PixReceiver(Party):
 class PixOutbound(Payload):
     """An outbound PIX transfer completed, failed or was returned."""
 
-    transfer_id: Text
+    transfer_id: Identifier
     end_to_end_id: EndToEndId
     amount: PayloadMoney
     receiver: PixReceiver
@@ -117,7 +158,7 @@ class PixOutbound(Payload):
 class CardPaymentInbound(Payload):
     """A credit or debit card payment was approved or denied."""
 
-    transaction_id: Text
+    transaction_id: Identifier
     nsu: str = Field(pattern=r"^[0-9]{6,12}$")
     authorization_code: str | None = Field(default=None, pattern=r"^[0-9A-Z]{6}$")
     amount: PayloadMoney
@@ -131,30 +172,46 @@ class CardPaymentInbound(Payload):
 
 
 class Cardholder(Payload):
-    cardholder_name: Text
-    card_brand: CardBrand
-    card_last_digits: CardLastDigits
+    """The cardholder's fields: these three when known, and any others the card system keeps
+    (text, numbers, true/false), carried as given. None may hold a card number."""
+
+    model_config = ConfigDict(extra="allow")
+
+    cardholder_name: OptionalText
+    card_brand: CardBrand | None = None
+    card_last_digits: CardLastDigits | None = None
+
+    @model_validator(mode="after")
+    def _no_card_numbers(self) -> Cardholder:
+        for name, value in (self.model_extra or {}).items():
+            if value is not None and not isinstance(value, str | int | bool | Decimal):
+                raise ValueError(f"{name} must be text, a number, true/false or null")
+            if isinstance(value, str) and len(value) > 200:
+                raise ValueError(f"{name} must have at most 200 characters")
+            if may_hold_a_card_number(f"{name} {value}"):
+                raise ValueError(f"{name} looks like a card number, which no event may carry")
+        return self
 
 
 class CardChargeback(Payload):
     """A cardholder disputed a card payment."""
 
-    credit_card_id: Text
+    credit_card_id: Identifier
     amount: PayloadMoney
-    identification_transaction: Text
+    identification_transaction: Identifier
     cancelation_date: Timestamp
     transaction_date: Timestamp
     description: OptionalText
     numbers_installments: Installments
-    recurrence_id: OptionalText = Field(description="Set when the charge was recurring.")
+    recurrence_id: OptionalIdentifier = Field(description="Set when the charge was recurring.")
     additional_data: Cardholder
 
 
 class CardRecurringInbound(Payload):
     """A recurring card charge (a subscription's instalment) was approved or denied."""
 
-    recurrence_id: Text
-    transaction_id: Text
+    recurrence_id: Identifier
+    transaction_id: Identifier
     nsu: str = Field(pattern=r"^[0-9]{6,12}$")
     charge_number: StrictInt = Field(ge=1)
     amount: PayloadMoney
