@@ -3,13 +3,14 @@ the log."""
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tests.processes import start_serve
+from tests.processes import clean_env, start_serve
 
 
 def test_a_client_that_leaves_before_its_pipelined_answers_is_no_error(tmp_path: Path) -> None:
@@ -33,3 +34,46 @@ def test_a_client_that_leaves_before_its_pipelined_answers_is_no_error(tmp_path:
     # of them, and without the fix each one logged an error, with a traceback.)
     assert "unhandled_error" not in logs and "Traceback" not in logs
     assert '"level": "error"' not in logs
+
+
+def test_a_body_that_does_not_arrive_in_time_is_a_408_and_the_connection_closes(
+    tmp_path: Path,
+) -> None:
+    server = start_serve(tmp_path, clean_env(TUCANO_REQUEST_BODY_TIMEOUT_SECONDS="1"))
+    try:
+        address = urlsplit(server.base_url)
+        with socket.create_connection((address.hostname, address.port), timeout=10) as client:
+            # Half a body, then nothing: a stalled or trickling client.
+            client.sendall(
+                b"POST /webhook/v1/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                b"\r\nContent-Length: 100\r\n\r\n" + b'{"targetUrl": "https://'
+            )
+            started = time.monotonic()
+            answer = b""
+            while chunk := client.recv(65536):  # until the server closes the connection
+                answer += chunk
+            waited = time.monotonic() - started
+        # A whole answer within the deadline and a little, then closed.
+        assert 0.9 < waited < 8, waited
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408 "), answer
+        assert b"connection: close" in head.lower()
+        error = json.loads(body)
+        assert error["errorCode"] == 48
+        assert error["errors"] == ["the request body must arrive within 1 seconds of the request"]
+        # A body that arrives in time, in pieces, is read as usual (401: no token here).
+        with socket.create_connection((address.hostname, address.port), timeout=10) as client:
+            client.sendall(
+                b"POST /webhook/v1/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                b"\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{"
+            )
+            time.sleep(0.3)
+            client.sendall(b"}")
+            answer = b""
+            while chunk := client.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 401 "), answer
+        logs = server.logs()
+    finally:
+        server.stop()
+    assert "Traceback" not in logs

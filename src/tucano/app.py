@@ -92,7 +92,11 @@ def create_app(
         redirect_slashes=False,
     )
     app.state.settings = settings
-    app.add_middleware(EdgeMiddleware, max_body_bytes=settings.max_request_body_bytes)
+    app.add_middleware(
+        EdgeMiddleware,
+        max_body_bytes=settings.max_request_body_bytes,
+        body_timeout_seconds=settings.request_body_timeout_seconds,
+    )
     install_error_handlers(app)
     app.include_router(auth_router)
     app.include_router(deliveries_router)
@@ -257,12 +261,19 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         "description": "Body larger than 1 MiB (the limit applies to every request).",
         "content": error_ref["content"],
     }
+    too_slow = {
+        "description": "The body was still arriving when its time ran out "
+        "(TUCANO_REQUEST_BODY_TIMEOUT_SECONDS, 60 by default); the connection is closed.",
+        "content": error_ref["content"],
+    }
     for path_item in schema.get("paths", {}).values():
         for operation in path_item.values():
             responses = operation.get("responses", {})
             if responses.pop("422", None) is not None and "400" not in responses:
                 responses["400"] = error_ref
             responses.setdefault("413", too_large)
+            if "requestBody" in operation:
+                responses.setdefault("408", too_slow)
     for path_item in schema.get("paths", {}).values():
         for operation in path_item.values():
             for parameter in operation.get("parameters", []):

@@ -81,6 +81,9 @@ class Settings(BaseSettings):
 
     access_token_ttl_seconds: int = Field(default=3600, ge=60, le=86400)
     max_request_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # A body still arriving after this long is answered 408: a client that trickles a body (or
+    # stops halfway) would otherwise hold a connection and a request's memory for ever.
+    request_body_timeout_seconds: Seconds = Field(default=60.0, gt=0)
     log_level: str = "INFO"
     # Resolving a webhook host at registration is bounded so a slow resolver cannot hold a request.
     dns_timeout_seconds: Seconds = Field(default=3.0, gt=0)

@@ -7,6 +7,7 @@ error body (500, never a stack trace), and writes the one log line of the reques
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -59,31 +60,39 @@ class _BodyTooLarge(HTTPException):
         super().__init__(413, f"the request body must be at most {limit} bytes")
 
 
-def _tolerant(scope: Scope) -> Scope:
-    """`scope` with what clients commonly send by accident read as they meant it: a trailing
-    slash on a path (`/payment-link/v1/` is `/payment-link/v1`), and a query parameter with an
-    empty value (`?status=&page=0`, as forms and URL builders send an unset filter), which is
-    left out rather than refused as an invalid value."""
+def _without_trailing_slash(scope: Scope) -> Scope:
+    """`scope` with a trailing slash on its path read as clients that add one by accident mean
+    it: `/payment-link/v1/` is `/payment-link/v1`. (A query parameter with an empty value stays
+    a value, and an invalid one for most parameters, as the OpenAPI document says.)"""
     path: str = scope["path"]
-    query: bytes = scope.get("query_string", b"")
     trimmed = path.rstrip("/") or "/"
-    kept = query
-    if query:
-        pairs = query.split(b"&")
-        kept = b"&".join(p for p in pairs if p.partition(b"=")[2])
-    if trimmed == path and kept == query:
+    if trimmed == path:
         return scope
-    changed = {**scope, "path": trimmed, "query_string": kept}
+    changed = {**scope, "path": trimmed}
     raw_path = scope.get("raw_path")
-    if trimmed != path and isinstance(raw_path, bytes):
+    if isinstance(raw_path, bytes):
         changed["raw_path"] = raw_path.rstrip(b"/") or b"/"
     return changed
 
 
+class _BodyTooSlow(HTTPException):
+    """Raised while the body is read, once its time is up (answered 408, like _BodyTooLarge)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(
+            408,
+            f"the request body must arrive within {seconds:g} seconds of the request",
+            headers={"Connection": "close"},  # the rest of it must not be read as a request
+        )
+
+
 class EdgeMiddleware:
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_body_bytes: int, body_timeout_seconds: float = 60.0
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_seconds = body_timeout_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -100,7 +109,7 @@ class EdgeMiddleware:
         state["transaction_id"] = transaction_id
         response: dict[str, Any] = {"status": 500, "started": False}
         structlog.contextvars.bind_contextvars(transactionId=transaction_id)
-        scope = _tolerant(scope)
+        scope = _without_trailing_slash(scope)
         method = scope["method"]
         if method == "HEAD":
             # HEAD is GET without the body (RFC 9110 9.3.2), for every operation that has a GET.
@@ -126,14 +135,24 @@ class EdgeMiddleware:
                 raise _ClientGone from exc
 
         received = 0
+        body_deadline = asyncio.get_running_loop().time() + self.body_timeout_seconds
+        body_complete = False
 
         async def receive_limited() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, body_complete
+            if body_complete:
+                # Only a disconnect can come now, which a streamed answer waits for: no deadline.
+                return await receive()
+            try:
+                async with asyncio.timeout_at(body_deadline):
+                    message = await receive()
+            except TimeoutError:
+                raise _BodyTooSlow(self.body_timeout_seconds) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_body_bytes:
                     raise _BodyTooLarge(self.max_body_bytes)
+                body_complete = not message.get("more_body", False)
             return message
 
         async def answer(
@@ -165,6 +184,11 @@ class EdgeMiddleware:
         except _BodyTooLarge:
             if not response["started"]:
                 await answer(ErrorCode.PAYLOAD_TOO_LARGE, self._limit_text())
+        except _BodyTooSlow as exc:
+            if not response["started"]:
+                await answer(
+                    ErrorCode.REQUEST_TIMEOUT, str(exc.detail), headers=dict(exc.headers or {})
+                )
         except Exception as exc:
             gone = _client_gone(exc)
             if gone is not None:

@@ -67,6 +67,7 @@ class ErrorCode(IntEnum):
     SANDBOX_ONLY = 45, 403, "Only available in the sandbox environment"
     PAYMENT_LINK_EXPIRED = 46, 410, "Payment link has expired"
     IDEMPOTENCY_KEY_CONFLICT = 47, 409, "Idempotency-Key already used with a different request"
+    REQUEST_TIMEOUT = 48, 408, "The request body did not arrive in time"
 
 
 class ErrorBody(ApiModel):
@@ -333,6 +334,7 @@ def install_error_handlers(app: FastAPI) -> None:
             400: ErrorCode.MALFORMED_BODY,
             404: ErrorCode.ROUTE_NOT_FOUND,
             405: ErrorCode.METHOD_NOT_ALLOWED,
+            408: ErrorCode.REQUEST_TIMEOUT,
             413: ErrorCode.PAYLOAD_TOO_LARGE,
             415: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
             503: ErrorCode.UNAVAILABLE,
@@ -347,7 +349,7 @@ def install_error_handlers(app: FastAPI) -> None:
         elif exc.status_code == 405:
             errors = [f"{request.method} is not allowed on {request.url.path[:200]}"]
             headers = {"Allow": ", ".join(_allowed_methods(request))}
-        elif exc.status_code == 413:
+        elif exc.status_code in (408, 413):
             errors = [str(exc.detail)]
         elif exc.status_code == 400:
             # FastAPI's answer when reading the body failed for a reason JSON parsing did not name.

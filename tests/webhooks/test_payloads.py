@@ -66,7 +66,9 @@ def test_a_pix_qr_payment_is_taken_as_an_integrator_writes_it() -> None:
         ({"payer": {"documentNumber": "123", "name": "Ana"}}, "payer.documentNumber"),
     ],
 )
-def test_a_pix_qr_payment_still_refuses_what_is_not_one(changes: dict[str, Any], field: str) -> None:
+def test_a_pix_qr_payment_still_refuses_what_is_not_one(
+    changes: dict[str, Any], field: str
+) -> None:
     with pytest.raises(ValidationError) as refused:
         PixQrInbound.model_validate(pix_qr(**changes))
     assert ".".join(str(p) for p in refused.value.errors()[0]["loc"]).startswith(field)
