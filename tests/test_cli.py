@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -151,6 +152,79 @@ def test_clients_create_scopes(tmp_path: Path) -> None:
     too_large = run_tucano("clients", "create", "--customer-id", str(2**63), cwd=tmp_path)
     assert too_large.returncode == 2
     assert "--customer-id" in too_large.stderr and "Traceback" not in too_large.stderr
+
+
+def test_a_revoked_client_gets_no_token_and_its_tokens_stop_working(tmp_path: Path) -> None:
+    server = start_serve(tmp_path)
+    try:
+        leaked = create_client(tmp_path, "--customer-id", "42", "--name", "leaked")
+        kept = create_client(tmp_path, "--customer-id", "42", "--name", "kept")
+        leaked_token, kept_token = token(server.base_url, leaked), token(server.base_url, kept)
+
+        def list_webhooks(access_token: str) -> httpx.Response:
+            return httpx.get(
+                server.base_url + "/webhook/v1/list",
+                headers={"Authorization": f"Bearer {access_token}"},
+            )
+
+        assert list_webhooks(leaked_token).status_code == 200
+        revoked = run_tucano("clients", "revoke", str(leaked["clientId"]), cwd=tmp_path)
+        assert revoked.returncode == 0, revoked.stderr
+        summary = json.loads(revoked.stdout)
+        assert summary["clientId"] == leaked["clientId"] and summary["revokedAt"].endswith("Z")
+        # No new token...
+        refused = httpx.post(
+            server.base_url + "/oauth/v1/token",
+            data={
+                "grant_type": "client_credentials",
+                "client_id": str(leaked["clientId"]),
+                "client_secret": str(leaked["clientSecret"]),
+            },
+        )
+        assert refused.status_code == 401 and refused.json()["error"] == "invalid_client"
+        # ...and the one it holds stops working within the refresh period (5 s).
+        deadline = time.monotonic() + 10
+        while (answer := list_webhooks(leaked_token)).status_code == 200:
+            assert time.monotonic() < deadline, "the revoked client's token still works"
+            time.sleep(0.2)
+        assert answer.status_code == 401
+        assert answer.json()["errors"] == ["the API client of this access token has been revoked"]
+        assert list_webhooks(kept_token).status_code == 200  # another client of the customer
+        listed = run_tucano("clients", "list", "--customer-id", "42", cwd=tmp_path)
+        assert listed.returncode == 0, listed.stderr
+        clients = [json.loads(line) for line in listed.stdout.splitlines()]
+        assert [(c["name"], c["revokedAt"] is None) for c in clients] == [
+            ("leaked", False),
+            ("kept", True),
+        ]
+        assert all("clientSecret" not in c for c in clients)
+        # Revoking again keeps the first time; an unknown id is an error in one line.
+        again = run_tucano("clients", "revoke", str(leaked["clientId"]), cwd=tmp_path)
+        assert json.loads(again.stdout)["revokedAt"] == summary["revokedAt"]
+        unknown = run_tucano("clients", "revoke", "tci_nobody", cwd=tmp_path)
+        assert unknown.returncode == 2
+        assert unknown.stderr.strip() == "tucano: no API client has the id 'tci_nobody'"
+    finally:
+        server.stop()
+
+
+def test_a_restarted_server_refuses_a_revoked_clients_token_at_once(tmp_path: Path) -> None:
+    server = start_serve(tmp_path)
+    try:
+        client = create_client(tmp_path, "--customer-id", "42")
+        access_token = token(server.base_url, client)
+    finally:
+        server.stop()
+    assert run_tucano("clients", "revoke", str(client["clientId"]), cwd=tmp_path).returncode == 0
+    server = start_serve(tmp_path)
+    try:
+        answer = httpx.get(
+            server.base_url + "/webhook/v1/list",
+            headers={"Authorization": f"Bearer {access_token}"},
+        )
+        assert answer.status_code == 401
+    finally:
+        server.stop()
 
 
 def test_migrate_is_idempotent(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from starlette.responses import Response
 
 import tucano
 from tucano.auth.router import router as auth_router
-from tucano.auth.service import resolve_secret_key
+from tucano.auth.service import RevokedClients, resolve_secret_key
 from tucano.auth.tokens import derive_key
 from tucano.background import run_background
 from tucano.checkout.router import router as checkout_router
@@ -68,7 +68,12 @@ def create_app(
         secret_key = await resolve_secret_key(settings, db)
         app.state.access_token_key = derive_key(secret_key, "access-token")
         app.state.checkout_key = derive_key(secret_key, CHECKOUT_KEY_PURPOSE)
+        revoked = app.state.revoked_clients = RevokedClients()
+        await revoked.refresh(db)
         stop = asyncio.Event()
+        watch_revocations = asyncio.create_task(
+            revoked.keep_fresh(db, stop), name="revoked-clients"
+        )
         loops = (
             asyncio.create_task(run_background(db, settings, stop), name="background")
             if background
@@ -79,6 +84,7 @@ def create_app(
         finally:
             # Requests in flight are done by now (uvicorn drains them before the lifespan ends).
             stop.set()
+            await watch_revocations
             if loops is not None:
                 await loops
             if database is None:

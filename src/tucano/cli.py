@@ -1,4 +1,4 @@
-"""The `tucano` command: serve, worker, migrate, clients create."""
+"""The `tucano` command: serve, worker, migrate, clients create / list / revoke."""
 
 from __future__ import annotations
 
@@ -6,11 +6,14 @@ import asyncio
 import json
 import signal
 import sys
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from tucano.config import DEFAULT_PUBLIC_URL, ConfigurationError, Settings, load_settings
+
+if TYPE_CHECKING:
+    from tucano.auth.models import ApiClient
 
 # Ids are 64-bit signed integers in the database.
 MAX_ID = 2**63 - 1
@@ -249,3 +252,74 @@ def main() -> None:
         app()
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def _client_summary(client: ApiClient) -> dict[str, object]:
+    from tucano.clock import format_utc
+
+    return {
+        "clientId": client.client_id,
+        "customerId": client.customer_id,
+        "partnerId": client.partner_id,
+        "scopes": client.scopes.split(),
+        "name": client.name,
+        "createdAt": format_utc(client.created_at),
+        "revokedAt": format_utc(client.revoked_at) if client.revoked_at else None,
+    }
+
+
+@clients_app.command("list")
+def list_clients_command(
+    customer_id: Annotated[
+        int | None,
+        typer.Option("--customer-id", help="Only this customer's clients.", min=1, max=MAX_ID),
+    ] = None,
+) -> None:
+    """Print every API client (secrets are not kept), oldest first, one JSON object a line."""
+    from tucano.auth.service import list_clients
+    from tucano.db import Database
+
+    settings = _settings()
+    _prepare_database(settings, migrate=False)
+
+    async def run() -> list[dict[str, object]]:
+        database = Database(settings.database_url, pool_size=1)
+        try:
+            async with database.session() as session:
+                return [
+                    _client_summary(c) for c in await list_clients(session, customer_id=customer_id)
+                ]
+        finally:
+            await database.dispose()
+
+    for line in asyncio.run(run()):
+        typer.echo(json.dumps(line))
+
+
+@clients_app.command("revoke")
+def revoke_client_command(
+    client_id: Annotated[str, typer.Argument(help="The clientId to revoke (tci_...).")],
+) -> None:
+    """Revoke an API client: it gets no more tokens, and the tokens it holds stop working in
+    every process within seconds. There is no undoing it: create a new client instead."""
+    from tucano.auth.service import revoke_client
+    from tucano.clock import clock
+    from tucano.db import Database
+
+    settings = _settings()
+    _prepare_database(settings, migrate=False)
+
+    async def run() -> dict[str, object] | None:
+        database = Database(settings.database_url, pool_size=1)
+        try:
+            async with database.session() as session:
+                client = await revoke_client(session, client_id=client_id, now=clock.now())
+                await session.commit()
+                return None if client is None else _client_summary(client)
+        finally:
+            await database.dispose()
+
+    revoked = asyncio.run(run())
+    if revoked is None:
+        _fail(f"no API client has the id {client_id!r}")
+    typer.echo(json.dumps(revoked))

@@ -41,6 +41,8 @@ def current_principal(request: Request) -> Principal:
         )
     except InvalidToken as exc:
         raise Unauthenticated(str(exc)) from None
+    if principal.client_id in request.app.state.revoked_clients.ids:
+        raise Unauthenticated("the API client of this access token has been revoked")
     request.state.customer_id = principal.customer_id
     return principal
 

@@ -24,6 +24,8 @@ class ApiClient(Base):
     scopes: Mapped[str] = mapped_column(String(512))
     name: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Set by `tucano clients revoke`: no more tokens, and those issued stop working.
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class InstanceSecret(Base):

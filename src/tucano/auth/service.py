@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import secrets
 from collections.abc import Iterable
+from datetime import datetime
 
+import structlog
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -16,9 +20,11 @@ from tucano.auth.tokens import MERCHANT_SCOPES, Scope
 from tucano.clock import clock
 from tucano.config import Settings
 from tucano.db import Database
+from tucano.errors import exception_summary
 
 _SECRET_KEY_NAME = "secret_key"  # noqa: S105 - the row name, not a secret
 # Compared against when the client id is unknown, so a miss costs the same as a wrong secret.
+log = structlog.get_logger("tucano.auth")
 _UNKNOWN_CLIENT_HASH = hashlib.sha256(b"tucano-unknown-client").hexdigest()
 
 
@@ -78,7 +84,70 @@ async def authenticate_client(
     )
     expected = client.secret_hash if client is not None else _UNKNOWN_CLIENT_HASH
     matches = hmac.compare_digest(expected, hash_client_secret(client_secret))
-    return client if client is not None and matches else None
+    if client is None or not matches or client.revoked_at is not None:
+        return None
+    return client
+
+
+async def list_clients(session: AsyncSession, *, customer_id: int | None = None) -> list[ApiClient]:
+    """Every API client (of one customer, if given), oldest first; secrets are not kept."""
+    query = select(ApiClient).order_by(ApiClient.id)
+    if customer_id is not None:
+        query = query.where(ApiClient.customer_id == customer_id)
+    return list(await session.scalars(query))
+
+
+async def revoke_client(
+    session: AsyncSession, *, client_id: str, now: datetime
+) -> ApiClient | None:
+    """Revoke a client (None if there is none by that id): it gets no more tokens, and every
+    process refuses the tokens it holds within REVOCATION_REFRESH_SECONDS. Revoking again keeps
+    the first time."""
+    client = await session.scalar(
+        select(ApiClient).where(ApiClient.client_id == client_id).with_for_update()
+    )
+    if client is not None and client.revoked_at is None:
+        client.revoked_at = now
+        await session.flush()
+    return client
+
+
+# How often each process reads which clients are revoked. Access tokens are checked without a
+# database round trip (they are signed), so a revoked client's tokens keep working until the
+# process next reads the list: at most this long.
+REVOCATION_REFRESH_SECONDS = 5.0
+
+
+class RevokedClients:
+    """The ids of revoked API clients, as this process last read them."""
+
+    def __init__(self) -> None:
+        self.ids: frozenset[str] = frozenset()
+
+    async def refresh(self, database: Database) -> None:
+        async with database.session() as session:
+            ids = await session.scalars(
+                select(ApiClient.client_id).where(ApiClient.revoked_at.is_not(None))
+            )
+            self.ids = frozenset(ids)
+
+    async def keep_fresh(self, database: Database, stop: asyncio.Event) -> None:
+        """Refresh every REVOCATION_REFRESH_SECONDS until `stop`; a failed read keeps the last
+        list (the database is down: requests that need it fail anyway)."""
+        failed = False
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=REVOCATION_REFRESH_SECONDS)
+            if stop.is_set():
+                return
+            try:
+                await self.refresh(database)
+            except Exception as exc:
+                if not failed:
+                    log.warning("revoked_clients_unread", error=exception_summary(exc)[:300])
+                failed = True
+            else:
+                failed = False
 
 
 async def resolve_secret_key(settings: Settings, database: Database) -> bytes:
