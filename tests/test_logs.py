@@ -47,6 +47,14 @@ def test_secret_keys_and_card_numbers_are_masked() -> None:
         "4111\u20131111\u20141111\u20121111",  # typographic dashes
         "3782 822463 10005",
         "5500 0000 0000 0004",
+        # As they arrive in a path, a query or a header (found by the fuzz audit):
+        "4111+1111+1111+1111",
+        "4111%201111%201111%201111",
+        "4111%2D1111%2d1111%2D1111",
+        "4111|1111|1111|1111",
+        "4111*1111*1111*1111",
+        "4111\u200b1111\u200b1111\u200b1111",  # zero-width spaces
+        "4111\u00ad1111\u00ad1111\u00ad1111",  # soft hyphens
     ],
 )
 def test_card_numbers_are_masked_however_they_are_grouped(card: str) -> None:
@@ -142,6 +150,23 @@ def test_no_text_makes_the_scrubber_slow(unit: str) -> None:
 def test_long_text_is_cut_before_it_is_logged() -> None:
     event = scrub_secrets(None, "info", {"event": "request", "path": "/x" * 50_000})
     assert len(event["path"]) == LONGEST_LOGGED_TEXT + len("...(cut)")
+
+
+def test_a_card_number_across_the_cut_is_masked_whole() -> None:
+    for at in range(LONGEST_LOGGED_TEXT - 16, LONGEST_LOGGED_TEXT + 1):
+        path = "a" * at + "4111111111111111" + "b" * 100
+        logged = scrub_secrets(None, "info", {"event": "request", "path": path})["path"]
+        assert "411111" not in logged, at
+        # Masking shortens the text before the cut, and what comes after it must not slip in.
+        many = "4111111111111111 " * 200 + "5500000000000004" + "c" * 10_000
+        logged = scrub_secrets(None, "info", {"event": "request", "path": many})["path"]
+        assert "550000" not in logged and len(logged) == LONGEST_LOGGED_TEXT + len("...(cut)")
+
+
+def test_a_percent_escaped_signing_secret_is_masked_whole() -> None:
+    escaped = "whsec_E%2Fog6jwby%2FiJ188sWyFy684TL%2BZovYxT"
+    logged = scrub_secrets(None, "info", {"event": "request", "transactionId": escaped})
+    assert logged["transactionId"] == REDACTED
 
 
 def test_a_long_traceback_keeps_its_end_where_the_error_is() -> None:

@@ -24,15 +24,18 @@ _SECRET_KEYS = re.compile(
     re.IGNORECASE,
 )
 # 13 to 19 digits, optionally grouped by up to three of any kind of space (the no-break and thin
-# spaces of a number copied from a web page), dot, dash (the typographic ones too), underscore or
-# slash ("4111 - 1111"): the shapes a card number comes in, typed or pasted. Longer runs are left
+# spaces of a number copied from a web page), dot, dash (the typographic ones too), underscore,
+# slash, plus, bar or star, invisible characters (zero-width space, soft hyphen, word joiner),
+# or a percent-escape ("4111%201111", how a spaced number arrives in a URL or a header): the
+# shapes a card number comes in, typed, pasted or encoded ("4111 - 1111"). Longer runs are left
 # alone, so that identifiers such as a PIX end-to-end id (E + 20 digits + 11 characters) stay
 # readable; a card glued to other digits is not recognised. (The price of the separators: grouped
 # numbers of that length, "2026-01-01/2026-12-31" or a CNPJ say, are masked too. Commas, colons
 # and line breaks do not group: lists of ids, times, and the line numbers of a traceback would
 # go with them.)
 _CARD_NUMBER = re.compile(
-    r"(?<!\d)(?:\d(?:[^\S\r\n]|[._/\u2010-\u2015\u2212-]){0,3}){12,18}\d(?!\d)"
+    r"(?<!\d)(?:\d(?:[^\S\r\n]|[._/+|*\u00ad\u200b-\u200d\u2060\ufeff\u2010-\u2015\u2212-]"
+    r"|%[0-9A-Fa-f]{2}){0,3}){12,18}\d(?!\d)"
 )
 REDACTED = "[REDACTED]"
 
@@ -49,10 +52,14 @@ def may_hold_a_card_number(text: str) -> bool:
 # matches (possessive runs, no required part after one), and the scan goes on after the match,
 # so no input makes it quadratic. A JWT is told apart from other text starting with eyJ after
 # the match: two dots in the run.
-_SECRET_VALUE = re.compile(r"tsk_[A-Za-z0-9_-]++|whsec_[A-Za-z0-9+/=]++")
+# (A signing secret's `+`, `/` and `=` arrive percent-escaped in a URL or a header.)
+_SECRET_VALUE = re.compile(r"tsk_[A-Za-z0-9_-]++|whsec_(?:[A-Za-z0-9+/=]|%[0-9A-Fa-f]{2})++")
 _JWT_CANDIDATE = re.compile(r"eyJ[A-Za-z0-9_-]*+(?:\.[A-Za-z0-9_-]*+)*+")
 # Longer text in a log line is cut (a 64 KB path says no more than its first 2 KB).
 LONGEST_LOGGED_TEXT = 2048
+# Text is masked before it is cut (a card number across the cut would leave its first digits),
+# over this many times the length kept: masking shortens text, never by this much.
+_MASKED_BEYOND_THE_CUT = 32
 # A traceback is longer (the framework's frames come first) and its end says what went wrong:
 # it keeps its last LONGEST_LOGGED_TRACEBACK characters.
 LONGEST_LOGGED_TRACEBACK = 16384
@@ -89,10 +96,16 @@ def _mask_jwt(found: re.Match[str]) -> str:
 def _scrub_text(text: str, *, traceback: bool = False) -> str:
     """`text` with Tucano's secrets and every card-number shape masked (except inside UUIDs),
     cut to LONGEST_LOGGED_TEXT characters (a traceback to its last LONGEST_LOGGED_TRACEBACK)."""
-    if traceback and len(text) > LONGEST_LOGGED_TRACEBACK:
-        text = "(cut)..." + text[-LONGEST_LOGGED_TRACEBACK:]
-    elif not traceback and len(text) > LONGEST_LOGGED_TEXT:
-        text = text[:LONGEST_LOGGED_TEXT] + "...(cut)"
+    longest = LONGEST_LOGGED_TRACEBACK if traceback else LONGEST_LOGGED_TEXT
+    if len(text) <= longest:
+        return _masked(text)
+    beyond = longest * _MASKED_BEYOND_THE_CUT
+    if traceback:
+        return "(cut)..." + _masked(text[-beyond:])[-longest:]
+    return _masked(text[:beyond])[:longest] + "...(cut)"
+
+
+def _masked(text: str) -> str:
     # Tokens first: a signing secret's characters include `/`, so masked first it could take a
     # token's header that follows a slash with it, and leave the rest with too few dots.
     if "eyJ" in text:
