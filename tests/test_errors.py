@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -131,6 +132,53 @@ async def test_a_compressed_body_is_415_not_read_as_it_is(
     )
     assert_error_body(response, 415, ErrorCode.UNSUPPORTED_MEDIA_TYPE)
     assert (await merchant.get("/webhook/v1/list")).json()["totalElements"] == 0
+
+
+async def test_a_really_compressed_body_is_415_too(merchant: Merchant) -> None:
+    # Not a 400 "not valid JSON": the coding is refused before the body is read (fuzz audit).
+    compressed = gzip.compress(
+        b'{"targetUrl": "https://a.example.com/", "eventType": "PIX_OUTBOUND"}'
+    )
+    for path, headers in (
+        ("/webhook/v1/create", {}),
+        ("/payment-link/v1", {"x-transaction-id": str(uuid.uuid4())}),
+    ):
+        response = await merchant.post(
+            path,
+            content=compressed,
+            headers={"content-type": "application/json", "content-encoding": "gzip", **headers},
+        )
+        error = assert_error_body(response, 415, ErrorCode.UNSUPPORTED_MEDIA_TYPE)
+        assert error["errors"] == ["Content-Encoding gzip is not supported: send the body as is"]
+
+
+async def test_answers_are_never_kept_by_a_cache(merchant: Merchant) -> None:
+    # A webhook's answers carry its signing secret; every answer, customers' data.
+    created = await merchant.post(
+        "/webhook/v1/create",
+        json={"targetUrl": "https://a.example.com/", "eventType": "PIX_OUTBOUND"},
+    )
+    webhook = created.json()["webhookId"]
+    for response in (
+        created,
+        await merchant.get(f"/webhook/v1/{webhook}/secret"),
+        await merchant.post(f"/webhook/v1/{webhook}/secret/rotate"),
+        await merchant.get("/webhook/v1/list"),
+        await merchant.get("/webhook/v1/999999"),
+    ):
+        assert response.headers["cache-control"] == "no-store", response.request.url
+
+
+async def test_headers_over_32_kib_are_a_431(merchant: Merchant) -> None:
+    response = await merchant.get("/webhook/v1/list", headers={"x-padding": "a" * 40_000})
+    error = assert_error_body(response, 431, ErrorCode.HEADERS_TOO_LARGE)
+    assert error["errors"] == ["the request headers must be at most 32768 bytes"]
+    many = [(f"x-h{n}", "v") for n in range(5_000)]
+    response = await merchant.service.http.get(
+        "/webhook/v1/list", headers=[*merchant.headers.items(), *many]
+    )
+    assert_error_body(response, 431, ErrorCode.HEADERS_TOO_LARGE)
+    assert (await merchant.get("/webhook/v1/list", headers={"x-padding": "a" * 8_000})).is_success
 
 
 async def test_json_with_charset_is_accepted(merchant: Merchant) -> None:

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tucano.db import is_database_unavailable
 from tucano.errors import ErrorCode, error_response, exception_summary
+from tucano.http import first_unsupported_coding
 from tucano.logs import client_gone
 
 log = structlog.get_logger("tucano.request")
@@ -29,6 +30,10 @@ OAUTH_PREFIX = "/oauth/"
 # needs escaping); control or non-ASCII characters could not be sent back in a header as they
 # came, so such a value is replaced, as is one longer than any id needs to be.
 _SAFE_TRANSACTION_ID = re.compile(r"^[\x20-\x7e]{1,256}$")
+# Request headers beyond this, all names and values together, are a 431: no request of this
+# API needs more than a few hundred bytes of them, and each is parsed, matched and logged.
+# (uvicorn has read them by then: a proxy in front bounds what is read at all.)
+MAX_REQUEST_HEADER_BYTES = 32 * 1024
 
 
 class _ClientGone(Exception):
@@ -100,9 +105,15 @@ class EdgeMiddleware:
             return
         started_at = time.perf_counter()
         headers: dict[str, str] = {}
+        header_bytes = 0
+        content_encodings: list[str] = []
         for key, value in scope["headers"]:
+            header_bytes += len(key) + len(value) + 4
+            name = key.decode("latin-1").lower()
+            if name == "content-encoding":
+                content_encodings.append(value.decode("latin-1"))
             # The first of a repeated header, as the operations read it (Starlette's get()).
-            headers.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
+            headers.setdefault(name, value.decode("latin-1"))
         offered = headers.get("x-transaction-id", "").strip()
         transaction_id = offered if _SAFE_TRANSACTION_ID.match(offered) else str(uuid.uuid4())
         state: dict[str, Any] = scope.setdefault("state", {})
@@ -121,14 +132,16 @@ class EdgeMiddleware:
             if message["type"] == "http.response.start":
                 response["status"] = message["status"]
                 response["started"] = True
-                message["headers"] = [
-                    *[
-                        (k, v)
-                        for k, v in message.get("headers", [])
-                        if k.lower() != b"x-transaction-id"
-                    ],
-                    (b"x-transaction-id", transaction_id.encode()),
+                kept = [
+                    (k, v)
+                    for k, v in message.get("headers", [])
+                    if k.lower() != b"x-transaction-id"
                 ]
+                if not any(k.lower() == b"cache-control" for k, _ in kept):
+                    # Answers carry secrets (a webhook's signing secret, a link's checkout
+                    # token) and customers' data: no cache, shared or private, keeps one.
+                    kept.append((b"cache-control", b"no-store"))
+                message["headers"] = [*kept, (b"x-transaction-id", transaction_id.encode())]
             try:
                 await send(message)
             except Exception as exc:
@@ -171,7 +184,21 @@ class EdgeMiddleware:
 
         try:
             declared = headers.get("content-length")
-            if b"%00" in scope.get("query_string", b""):
+            has_body = (declared not in (None, "0")) or "transfer-encoding" in headers
+            coding = first_unsupported_coding(content_encodings) if has_body else None
+            if header_bytes > MAX_REQUEST_HEADER_BYTES:
+                await answer(
+                    ErrorCode.HEADERS_TOO_LARGE,
+                    f"the request headers must be at most {MAX_REQUEST_HEADER_BYTES} bytes",
+                )
+            elif coding is not None and not scope["path"].startswith(OAUTH_PREFIX):
+                # Before the body is read at all: read as it is, a compressed body would be
+                # reported as malformed JSON, which it is not.
+                await answer(
+                    ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+                    f"Content-Encoding {coding} is not supported: send the body as is",
+                )
+            elif b"%00" in scope.get("query_string", b""):
                 await answer(
                     ErrorCode.INVALID_PARAMETERS, "query parameters must not contain NUL (%00)"
                 )

@@ -68,6 +68,7 @@ class ErrorCode(IntEnum):
     PAYMENT_LINK_EXPIRED = 46, 410, "Payment link has expired"
     IDEMPOTENCY_KEY_CONFLICT = 47, 409, "Idempotency-Key already used with a different request"
     REQUEST_TIMEOUT = 48, 408, "The request body did not arrive in time"
+    HEADERS_TOO_LARGE = 49, 431, "Request headers too large"
 
 
 class ErrorBody(ApiModel):

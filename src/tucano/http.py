@@ -4,7 +4,7 @@ error responses documented on each operation."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
@@ -30,7 +30,12 @@ def unsupported_content_encoding(request: Request) -> str | None:
     """The first content coding of the body other than identity, in every Content-Encoding
     header, if any. RFC 9110 8.4: a coding the server does not apply is refused (read as it is,
     the body would be taken for something it is not)."""
-    for header in request.headers.getlist("content-encoding"):
+    return first_unsupported_coding(request.headers.getlist("content-encoding"))
+
+
+def first_unsupported_coding(content_encodings: Iterable[str]) -> str | None:
+    """unsupported_content_encoding, from the values of the Content-Encoding headers."""
+    for header in content_encodings:
         for coding in header.split(","):
             coding = coding.strip().lower()
             if coding not in ("", "identity"):

@@ -84,7 +84,18 @@ async def test_a_paid_link_shows_its_payment_and_no_more_options(
     assert "data-installments" not in page.text
 
 
-@pytest.mark.parametrize("how", ["altered", "another link's", "missing", "not a UUID", "too long"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "altered",
+        "another link's",
+        "missing",
+        "not a UUID",
+        "too long",
+        "twice",
+        "twice, valid first",
+    ],
+)
 async def test_a_token_that_is_not_this_links_opens_nothing(
     service: RunningService, merchant: Merchant, how: str
 ) -> None:
@@ -98,6 +109,9 @@ async def test_a_token_that_is_not_this_links_opens_nothing(
         "missing": f"/checkout/{uuid}",
         "not a UUID": f"/checkout/{uuid[:-1]}?token={token}",
         "too long": f"/checkout/{uuid}?token={token}{'A' * 5000}",
+        # Of two tokens, which would count? Neither (found by the fuzz audit).
+        "twice": f"/checkout/{uuid}?token=x&token={token}",
+        "twice, valid first": f"/checkout/{uuid}?token={token}&token={token}",
     }[how]
     answer = await open_page(service, wrong)
     body = assert_error_body(answer, 404, ErrorCode.PAYMENT_LINK_NOT_FOUND)

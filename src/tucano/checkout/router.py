@@ -100,7 +100,9 @@ async def checkout_page(
             link_uuid = parse_uuid(link_id)
         except ValueError:
             raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND, errors=[NOT_A_CHECKOUT]) from None
-        if len(token) > LONGEST_TOKEN:  # ours are a few hundred characters
+        # Ours are a few hundred characters, and an address carries one: of two, which would
+        # count? (The framework would take the last.)
+        if len(token) > LONGEST_TOKEN or len(request.query_params.getlist("token")) > 1:
             raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND, errors=[NOT_A_CHECKOUT])
         checkout = await service.open_checkout(
             session,
