@@ -32,7 +32,7 @@ def claimed(url: str, webhook_id: int = 1, *, lease: float = 60) -> ClaimedDeliv
         webhook_id=webhook_id,
         attempt=1,
         payload=b"{}",
-        target=DeliveryTarget(webhook_id, url, True, ("whsec_x",)),
+        target=DeliveryTarget(webhook_id, url, True, ("whsec_x",), "PIX_OUTBOUND"),
         lease_until=clock.now() + timedelta(seconds=lease),
     )
 

@@ -665,6 +665,28 @@ async def test_a_webhook_deactivated_while_retrying_gets_no_more_attempts(
     assert len(receiver.at("/stop")) == 1
 
 
+async def test_a_webhook_that_changed_its_event_type_gets_no_more_retries_of_the_old_one(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    # (Found by the fuzz audit: the retry went to the webhook under its new event type.)
+    receiver.behaviours["/moved"] = always(500)
+    webhook = await register(merchant, receiver, "/moved")
+    await publish(publisher, merchant.customer_id)  # a PIX_OUTBOUND event
+    await receiver.wait_for("/moved", 1)
+    changed = await merchant.put(
+        f"/webhook/v1/{webhook['webhookId']}", json={"eventType": "CARD_CHARGEBACK"}
+    )
+    assert changed.status_code == 200, changed.text
+    records = await results_for(merchant, 2, webhookId=webhook["webhookId"])
+    assert records[0]["status"] == "FAILED" and records[0]["eventType"] == "PIX_OUTBOUND"
+    assert records[0]["errorMessage"] == (
+        "not sent: the webhook now receives CARD_CHARGEBACK, not PIX_OUTBOUND; "
+        "this delivery is cancelled"
+    )
+    await asyncio.sleep(1)
+    assert len(receiver.at("/moved")) == 1
+
+
 async def test_deleting_a_webhook_ends_its_pending_retries_in_the_history(
     merchant: Merchant, publisher: Merchant, receiver: Receiver
 ) -> None:

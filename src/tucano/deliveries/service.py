@@ -523,7 +523,7 @@ WITH retry AS (
     RETURNING d.id, d.event_id, d.webhook_id, d.customer_id, d.attempts
 )
 SELECT c.id, c.event_id, c.webhook_id, c.customer_id, c.attempts, e.event_type, e.payload,
-       w.target_url, w.is_active, w.secret, w.previous_secrets
+       w.target_url, w.is_active, w.secret, w.previous_secrets, w.event_type
   FROM claimed AS c
   JOIN events AS e ON e.id = c.event_id
   LEFT JOIN webhooks AS w ON w.id = c.webhook_id
@@ -552,7 +552,7 @@ UPDATE deliveries SET lease_until = ?, claim_token = ?, updated_at = ?
 # SQLite's RETURNING cannot reach other tables.
 _CLAIMED_ON_SQLITE = """
 SELECT d.id, d.event_id, d.webhook_id, d.customer_id, d.attempts, e.event_type, e.payload,
-       w.target_url, w.is_active, w.secret, w.previous_secrets
+       w.target_url, w.is_active, w.secret, w.previous_secrets, w.event_type
   FROM deliveries AS d
   JOIN events AS e ON e.id = d.event_id
   LEFT JOIN webhooks AS w ON w.id = d.webhook_id
@@ -664,11 +664,12 @@ async def claim_due_deliveries(
         active,
         secret,
         previous,
+        subscribed_to,
     ) in rows:
         target = None
         if url is not None:
             target = webhooks.DeliveryTarget(
-                webhook_id, url, active, signing_secrets(secret, previous, now=now)
+                webhook_id, url, active, signing_secrets(secret, previous, now=now), subscribed_to
             )
         claimed.append(
             ClaimedDelivery(

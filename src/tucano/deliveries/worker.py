@@ -529,6 +529,13 @@ class DeliveryWorker:
         assert target is not None
         if not target.is_active:
             return _not_sent(delivery, "the webhook is inactive", at=attempted_at)
+        if target.event_type != delivery.event_type:
+            # Its owner changed what it receives since the delivery was queued (PUT eventType).
+            return _not_sent(
+                delivery,
+                f"the webhook now receives {target.event_type}, not {delivery.event_type}",
+                at=attempted_at,
+            )
         headers = delivery_headers(
             secrets=target.signing_secrets,
             message_id=delivery.event_id,

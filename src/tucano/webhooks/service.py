@@ -199,6 +199,8 @@ class DeliveryTarget(NamedTuple):
     is_active: bool
     # Every secret that signs right now: the current one, then those in their grace.
     signing_secrets: tuple[str, ...]
+    # What it receives now (a PUT may have changed it since a delivery was queued).
+    event_type: str
 
 
 class DeliveryHealth(NamedTuple):
