@@ -132,7 +132,8 @@ def create_app(
     )
     async def health(request: Request) -> Response:
         try:
-            async with request.app.state.database.engine.connect() as connection:
+            # The read engine: on SQLite the writing connection waits for the write lock.
+            async with request.app.state.database.read_engine.connect() as connection:
                 await connection.execute(text("SELECT 1"))
         except Exception:
             return error_response(

@@ -100,7 +100,11 @@ class UTCDateTime(TypeDecorator[datetime]):
 _BEGIN_PENDING = "tucano_begin_pending"
 
 
-def _configure_sqlite(engine: AsyncEngine) -> None:
+def _configure_sqlite(engine: AsyncEngine, *, read_only: bool = False) -> None:
+    # Writers take the write lock up front (see _on_begin); readers only a snapshot (WAL lets
+    # them read while another connection, or another process, writes).
+    begin = "BEGIN" if read_only else "BEGIN IMMEDIATE"
+
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # SQLAlchemy, not the driver, starts transactions (see _on_begin).
@@ -110,6 +114,10 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA busy_timeout=10000")
+        if read_only:
+            # A read session that wrote would upgrade its snapshot to a writer, which SQLite
+            # may refuse at once (SQLITE_BUSY): refused here, always, so no such code ships.
+            cursor.execute("PRAGMA query_only=ON")
         cursor.close()
 
     @event.listens_for(engine.sync_engine, "begin")
@@ -124,7 +132,7 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         # is cancelled meanwhile, the BEGIN still runs on the thread after it: _on_reset must
         # then roll it back (queued behind it), or the connection goes back holding the lock.
         info[_BEGIN_PENDING] = True
-        await_(driver._execute(driver._conn.execute, "BEGIN IMMEDIATE"))
+        await_(driver._execute(driver._conn.execute, begin))
         del info[_BEGIN_PENDING]
 
     @event.listens_for(engine.sync_engine, "reset")
@@ -150,22 +158,28 @@ def _replace_closed_connections(engine: AsyncEngine) -> None:
             raise DisconnectionError("the server closed this connection while it was pooled")
 
 
+# Connections of a process that only read, on SQLite (each is a thread of aiosqlite's).
+SQLITE_READ_CONNECTIONS = 4
+
+
 def create_engine(
-    database_url: str, *, pool_size: int = 10, autocommit: bool = False
+    database_url: str, *, pool_size: int = 10, autocommit: bool = False, read_only: bool = False
 ) -> AsyncEngine:
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite":
-        # One connection per process: SQLite has one writer at a time anyway, and queueing for
-        # the connection in asyncio is far cheaper than SQLite's busy handler, which sleeps.
+        # One writing connection per process: SQLite has one writer at a time anyway, and
+        # queueing for the connection in asyncio is far cheaper than SQLite's busy handler,
+        # which sleeps. Reads have connections of their own (read_only), which neither wait
+        # for it nor take its lock.
         engine = create_async_engine(
             url,
             hide_parameters=True,
-            pool_size=1,
+            pool_size=SQLITE_READ_CONNECTIONS if read_only else 1,
             max_overflow=0,
             pool_timeout=120,
             pool_reset_on_return=None,  # see _on_reset
         )
-        _configure_sqlite(engine)
+        _configure_sqlite(engine, read_only=read_only)
         return engine
     engine = create_async_engine(
         url,
@@ -243,12 +257,13 @@ class Database:
             self.engine, expire_on_commit=False, sync_session_class=_Session
         )
         # Reads on PostgreSQL run without BEGIN/ROLLBACK: under READ COMMITTED every statement
-        # has its own snapshot anyway, and this saves two round trips per request. (SQLite keeps
-        # transactions: it has one connection per process and its own locking.)
+        # has its own snapshot anyway, and this saves two round trips per request. On SQLite
+        # they run in deferred transactions (one snapshot each) on connections of their own, so
+        # that a writer, in this process or another, does not hold them up.
         self.read_engine = (
             create_engine(database_url, pool_size=pool_size, autocommit=True)
             if self.engine.dialect.name == "postgresql"
-            else self.engine
+            else create_engine(database_url, read_only=True)
         )
         self.read_sessionmaker = async_sessionmaker(
             self.read_engine, expire_on_commit=False, sync_session_class=_Session
