@@ -182,12 +182,33 @@ async def test_headers_over_32_kib_are_a_431(merchant: Merchant) -> None:
 
 
 async def test_json_with_charset_is_accepted(merchant: Merchant) -> None:
+    for charset in ("utf-8", '"UTF-8"', "utf8"):
+        response = await merchant.post(
+            "/webhook/v1/create",
+            content=b'{"targetUrl": "https://a.example.com/", "eventType": "PIX_OUTBOUND"}',
+            headers={"content-type": f"application/json; charset={charset}"},
+        )
+        assert response.status_code == 200
+
+
+async def test_a_body_in_another_charset_is_415_not_malformed_json(merchant: Merchant) -> None:
+    # (Fuzz audit: a valid Latin-1 body was answered "not valid JSON".)
     response = await merchant.post(
         "/webhook/v1/create",
-        content=b'{"targetUrl": "https://a.example.com/", "eventType": "PIX_OUTBOUND"}',
-        headers={"content-type": "application/json; charset=utf-8"},
+        content='{"targetUrl": "https://a.example.com/é", "eventType": "PIX_OUTBOUND"}'.encode(
+            "latin-1"
+        ),
+        headers={"content-type": "application/json; charset=ISO-8859-1"},
     )
-    assert response.status_code == 200
+    error = assert_error_body(response, 415, ErrorCode.UNSUPPORTED_MEDIA_TYPE)
+    assert error["errors"] == ["a body must be in UTF-8, not iso-8859-1"]
+
+
+async def test_query_text_with_no_parameter_names_is_not_a_repeated_parameter(
+    merchant: Merchant,
+) -> None:
+    response = await merchant.get("/webhook/v1/list?&&=&=")
+    assert response.status_code == 200, response.text
 
 
 async def test_body_over_1_mib_is_413(merchant: Merchant) -> None:

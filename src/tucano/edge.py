@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tucano.db import is_database_unavailable
 from tucano.errors import ErrorCode, error_response, exception_summary
-from tucano.http import first_unsupported_coding
+from tucano.http import first_unsupported_coding, foreign_charset
 from tucano.logs import client_gone
 
 log = structlog.get_logger("tucano.request")
@@ -186,6 +186,7 @@ class EdgeMiddleware:
             declared = headers.get("content-length")
             has_body = (declared not in (None, "0")) or "transfer-encoding" in headers
             coding = first_unsupported_coding(content_encodings) if has_body else None
+            charset = foreign_charset(headers.get("content-type", "")) if has_body else None
             if header_bytes > MAX_REQUEST_HEADER_BYTES:
                 await answer(
                     ErrorCode.HEADERS_TOO_LARGE,
@@ -197,6 +198,11 @@ class EdgeMiddleware:
                 await answer(
                     ErrorCode.UNSUPPORTED_MEDIA_TYPE,
                     f"Content-Encoding {coding} is not supported: send the body as is",
+                )
+            elif charset is not None and not scope["path"].startswith(OAUTH_PREFIX):
+                await answer(
+                    ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+                    f"a body must be in UTF-8, not {charset}",
                 )
             elif b"%00" in scope.get("query_string", b""):
                 await answer(

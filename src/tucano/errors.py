@@ -267,6 +267,8 @@ def describe_validation_error(error: dict[str, Any]) -> str:
         text = "must not be empty" if minimum == 1 else f"must have at least {minimum} characters"
     elif kind == "string_too_long":
         text = f"must have at most {ctx.get('max_length')} characters"
+    elif kind == "string_pattern_mismatch":
+        text = f"must match the pattern {ctx.get('pattern')}"
     elif kind == "decimal_max_places":
         text = f"must have at most {ctx.get('decimal_places')} decimal places"
     elif kind == "decimal_max_digits":

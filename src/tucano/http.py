@@ -66,6 +66,18 @@ async def require_json_content(request: Request) -> None:
         )
 
 
+def foreign_charset(content_type: str) -> str | None:
+    """The charset a Content-Type names, if it names one other than UTF-8. JSON is UTF-8
+    (RFC 8259 8.1): a body said to be in another charset would be read as something it is
+    not."""
+    for parameter in content_type.lower().split(";")[1:]:
+        name, _, value = parameter.partition("=")
+        charset = value.strip().strip('"')
+        if name.strip() == "charset" and charset not in ("utf-8", "utf8"):
+            return charset[:40]
+    return None
+
+
 JsonContent = Annotated[None, Depends(require_json_content)]
 
 # Query parameters an operation takes a list of; every other one is taken once.
@@ -80,6 +92,8 @@ def refuse_repeated_query_parameters(request: Request) -> None:
         return
     seen: set[str] = set()
     for name, _ in request.query_params.multi_items():
+        if not name:  # `?&=&=`: no parameter of any operation, so nothing to choose between
+            continue
         if name in seen and name not in REPEATABLE_QUERY_PARAMETERS:
             raise BadRequest(f"query parameter {name[:100]} must be given at most once")
         seen.add(name)

@@ -124,7 +124,9 @@ async def test_a_key_that_is_not_visible_ascii_is_a_400(
     }
     answer = await publisher.post("/internal/v1/events", content=wire.dumps(body), headers=headers)
     body = assert_error_body(answer, 400, ErrorCode.INVALID_PARAMETERS)
-    assert "Idempotency-Key" in body["errors"][0]
+    assert body["errors"][0].startswith("Idempotency-Key must ")
+    if key in ("two words", "ção".encode()):  # said in our words, not the validator's
+        assert body["errors"] == ["Idempotency-Key must match the pattern ^[!-~]+$"]
 
 
 async def test_two_keys_in_one_request_are_a_400(merchant: Merchant, publisher: Merchant) -> None:
