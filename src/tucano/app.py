@@ -69,7 +69,7 @@ def create_app(
         app.state.access_token_key = derive_key(secret_key, "access-token")
         app.state.checkout_key = derive_key(secret_key, CHECKOUT_KEY_PURPOSE)
         revoked = app.state.revoked_clients = RevokedClients()
-        await revoked.refresh(db)
+        await revoked.refresh_at_start(db)
         stop = asyncio.Event()
         watch_revocations = asyncio.create_task(
             revoked.keep_fresh(db, stop), name="revoked-clients"

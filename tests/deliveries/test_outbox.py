@@ -291,11 +291,14 @@ async def test_giving_back_claims_names_none_the_holder_need_not_record(
 
 
 async def waiting_on_a_lock(admin: Any, statement_like: str) -> None:
-    """Until a statement like `statement_like` waits for a row lock (PostgreSQL)."""
+    """Until a statement like `statement_like` waits for a row lock (PostgreSQL). A statement
+    sent as an executemany shows only the `BEGIN;` before it in pg_stat_activity while it
+    waits, so any other session of this database waiting on a lock counts too."""
     for _ in range(500):
         if await admin.fetchval(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND query LIKE $1",
+            "AND datname = current_database() AND pid <> pg_backend_pid() "
+            "AND (query LIKE $1 OR query = 'BEGIN;')",
             statement_like,
         ):
             return

@@ -131,6 +131,15 @@ class RevokedClients:
             )
             self.ids = frozenset(ids)
 
+    async def refresh_at_start(self, database: Database) -> None:
+        """Read the list before serving; with the database unreachable the service still
+        starts (every request that needs the database answers 503 meanwhile), and keep_fresh
+        reads it as soon as it can."""
+        try:
+            await self.refresh(database)
+        except Exception as exc:
+            log.warning("revoked_clients_unread", error=exception_summary(exc)[:300])
+
     async def keep_fresh(self, database: Database, stop: asyncio.Event) -> None:
         """Refresh every REVOCATION_REFRESH_SECONDS until `stop`; a failed read keeps the last
         list (the database is down: requests that need it fail anyway)."""
