@@ -4,6 +4,7 @@ its payer, and an altered, foreign or expired token opens nothing."""
 from __future__ import annotations
 
 import html
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -66,6 +67,17 @@ async def test_the_checkout_shows_the_link_to_its_payer(
     assert page.headers["cache-control"] == "no-store"
     assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
     assert page.headers["x-frame-options"] == "DENY"
+
+
+async def test_the_checkout_offers_no_instalment_under_a_cent(
+    service: RunningService, merchant: Merchant
+) -> None:
+    # (Fuzz audit: "3x de R$ 0,00" was offered for a link of R$ 0,01.)
+    link = await create(merchant, amount=Decimal("0.03"), numbersInstallments=10)
+    assert len(link["installmentsOptions"]) == 10  # the API lists them all, as the spec says
+    text = (await open_page(service, checkout_path(link), **BROWSER)).text
+    offered = re.findall(r"<li>(\d+)x de (R\$ [0-9,.]+)</li>", text)
+    assert offered == [("1", "R$ 0,03"), ("2", "R$ 0,02"), ("3", "R$ 0,01")]
 
 
 @pytest.mark.parametrize(

@@ -131,9 +131,13 @@ async def checkout_page(
         paid=checkout.status == "PAID",
         amount=brl(from_cents(link.amount_cents)),
         expires=brasilia(link.expires_at),
+        # Only the options a card charge can be split into: no instalment under a cent (a
+        # link of R$ 0,03 in up to 10 offers 1x to 3x; installmentsOptions lists them all).
         options=[
             (n, brl(each))
-            for n, each in installment_options(link.amount_cents, link.numbers_installments)
+            for n, each in installment_options(
+                link.amount_cents, min(link.numbers_installments, link.amount_cents)
+            )
         ],
         payment=None
         if payment is None
