@@ -66,8 +66,9 @@ Money = Annotated[
         {
             "anyOf": [
                 _AMOUNT_NUMBER,
-                # The same bounds apply; JSON Schema cannot say them of a string.
-                {"type": "string", "pattern": "^" + _DECIMAL_TEXT.pattern + "$"},
+                # Up to nine digits and two decimals, as the bounds allow (the lower bound, 0.01,
+                # JSON Schema cannot say of a string).
+                {"type": "string", "pattern": r"^[0-9]{1,9}(\.[0-9]{1,2})?$"},
             ],
             "description": "0.01 to 999999999.99, at most two decimals (cents): a JSON number, "
             'or a string in plain decimal notation ("10.50").',
