@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 import time
 from importlib import resources
 from pathlib import Path
@@ -206,6 +207,31 @@ def test_a_revoked_client_gets_no_token_and_its_tokens_stop_working(tmp_path: Pa
         assert unknown.stderr.strip() == "tucano: no API client has the id 'tci_nobody'"
     finally:
         server.stop()
+
+
+def test_serve_and_clients_list_need_no_write_lock(tmp_path: Path) -> None:
+    # (Regression check: the revoked-client list was read through the writing connection, so
+    # another process holding SQLite's write lock kept `serve` from starting.)
+    start_serve(tmp_path).stop()  # migrated, and the sandbox's secret key made
+    create_client(tmp_path, "--customer-id", "42", "--name", "shop")
+    other_process = sqlite3.connect(tmp_path / "tucano.db", isolation_level=None, timeout=5)
+    try:
+        other_process.execute("BEGIN IMMEDIATE")  # holds the write lock
+        started = time.monotonic()
+        listed = run_tucano("clients", "list", cwd=tmp_path)
+        assert listed.returncode == 0, listed.stderr
+        assert json.loads(listed.stdout)["name"] == "shop"
+        # (The API alone: the worker's jobs write, and would wait for the lock as writers do.)
+        server = start_serve(tmp_path, clean_env(), "--no-migrate", "--no-worker")
+        server.stop()
+        assert time.monotonic() - started < 9  # SQLite's busy timeout is 10 s
+        # A write that cannot get the lock says so in one line.
+        revoked = run_tucano("clients", "revoke", "tci_x", cwd=tmp_path, timeout=30)
+        assert revoked.returncode == 2
+        assert revoked.stderr.startswith("tucano: could not use the database: ")
+        assert "Traceback" not in revoked.stderr
+    finally:
+        other_process.close()
 
 
 def test_a_restarted_server_refuses_a_revoked_clients_token_at_once(tmp_path: Path) -> None:

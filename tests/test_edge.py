@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx
+
 from tests.processes import clean_env, start_serve
 
 
@@ -73,7 +75,23 @@ def test_a_body_that_does_not_arrive_in_time_is_a_408_and_the_connection_closes(
             while chunk := client.recv(65536):
                 answer += chunk
         assert answer.startswith(b"HTTP/1.1 401 "), answer
+        # The token endpoint answers the RFC 6749 way, a 408 too.
+        with socket.create_connection((address.hostname, address.port), timeout=10) as client:
+            client.sendall(
+                b"POST /oauth/v1/token HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 50\r\n\r\n"
+                b"grant_type=client_credentials"
+            )
+            answer = b""
+            while chunk := client.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408 "), answer
+        assert json.loads(body)["error"] == "invalid_request"
+        # A path is logged as it was sent, trailing slash and all.
+        assert httpx.get(server.base_url + "/health/").status_code == 200
         logs = server.logs()
+        assert '"path": "/health/"' in logs
     finally:
         server.stop()
     assert "Traceback" not in logs

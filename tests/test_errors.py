@@ -182,7 +182,7 @@ async def test_headers_over_32_kib_are_a_431(merchant: Merchant) -> None:
 
 
 async def test_json_with_charset_is_accepted(merchant: Merchant) -> None:
-    for charset in ("utf-8", '"UTF-8"', "utf8"):
+    for charset in ("utf-8", '"UTF-8"', "utf8", "us-ascii"):  # ASCII is UTF-8 too
         response = await merchant.post(
             "/webhook/v1/create",
             content=b'{"targetUrl": "https://a.example.com/", "eventType": "PIX_OUTBOUND"}',

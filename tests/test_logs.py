@@ -9,7 +9,13 @@ import time
 import pytest
 import structlog
 
-from tucano.logs import LONGEST_LOGGED_TEXT, REDACTED, configure_logging, scrub_secrets
+from tucano.logs import (
+    LONGEST_LOGGED_TEXT,
+    LONGEST_LOGGED_TRACEBACK,
+    REDACTED,
+    configure_logging,
+    scrub_secrets,
+)
 
 
 def test_secret_keys_and_card_numbers_are_masked() -> None:
@@ -160,7 +166,19 @@ def test_a_card_number_across_the_cut_is_masked_whole() -> None:
         # Masking shortens the text before the cut, and what comes after it must not slip in.
         many = "4111111111111111 " * 200 + "5500000000000004" + "c" * 10_000
         logged = scrub_secrets(None, "info", {"event": "request", "path": many})["path"]
-        assert "550000" not in logged and len(logged) == LONGEST_LOGGED_TEXT + len("...(cut)")
+        assert "550000" not in logged and len(logged) <= LONGEST_LOGGED_TEXT + len("...(cut)")
+    # A secret masked just before the cut pulls what follows it under the cut (regression
+    # check): a card cut short there is dropped, not logged by its first digits.
+    for pad in range(0, 300, 7):
+        text = "/webhook/v1/tsk_" + "A" * (LONGEST_LOGGED_TEXT + pad) + "/4111 1111 1111 1111/x"
+        logged = scrub_secrets(None, "info", {"event": "request", "path": text})["path"]
+        assert "4111" not in logged and logged.endswith("...(cut)"), pad
+    # The same at the start of a traceback's kept end.
+    for pad in range(0, 300, 7):
+        token = "eyJ" + "A" * (LONGEST_LOGGED_TRACEBACK + pad) + ".b.c"
+        text = "Traceback " + "4111 1111 1111 1111 " + token + "\nError"
+        logged = scrub_secrets(None, "error", {"event": "e", "exception": text})["exception"]
+        assert "1111" not in logged and logged.endswith("Error"), pad
 
 
 def test_a_percent_escaped_signing_secret_is_masked_whole() -> None:

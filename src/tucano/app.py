@@ -51,6 +51,9 @@ Every error has one body: `errorCode`, `message`, `timestamp`, `xTransactionId`,
 """
 
 
+_SQLITE_HEALTH = "SELECT count(*) FROM sqlite_master"
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -133,8 +136,12 @@ def create_app(
     async def health(request: Request) -> Response:
         try:
             # The read engine: on SQLite the writing connection waits for the write lock.
-            async with request.app.state.database.read_engine.connect() as connection:
-                await connection.execute(text("SELECT 1"))
+            database = request.app.state.database
+            async with database.read_engine.connect() as connection:
+                # On SQLite, a statement that reads the file (SELECT 1 reads nothing).
+                await connection.execute(
+                    text("SELECT 1" if database.dialect == "postgresql" else _SQLITE_HEALTH)
+                )
         except Exception:
             return error_response(
                 ErrorCode.UNAVAILABLE,

@@ -6,7 +6,8 @@ import asyncio
 import json
 import signal
 import sys
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -14,6 +15,8 @@ from tucano.config import DEFAULT_PUBLIC_URL, ConfigurationError, Settings, load
 
 if TYPE_CHECKING:
     from tucano.auth.models import ApiClient
+
+T = TypeVar("T")
 
 # Ids are 64-bit signed integers in the database.
 MAX_ID = 2**63 - 1
@@ -254,6 +257,17 @@ def main() -> None:
         sys.exit(130)
 
 
+def _run_on_database(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """asyncio.run(work()), failing in one line if the database cannot be used (locked by
+    another process for longer than the busy timeout, say) rather than with a traceback."""
+    from tucano.errors import exception_summary
+
+    try:
+        return asyncio.run(work())
+    except Exception as exc:
+        _fail(f"could not use the database: {exception_summary(exc)[:300]}")
+
+
 def _client_summary(client: ApiClient) -> dict[str, object]:
     from tucano.clock import format_utc
 
@@ -285,14 +299,14 @@ def list_clients_command(
     async def run() -> list[dict[str, object]]:
         database = Database(settings.database_url, pool_size=1)
         try:
-            async with database.session() as session:
+            async with database.read_session() as session:
                 return [
                     _client_summary(c) for c in await list_clients(session, customer_id=customer_id)
                 ]
         finally:
             await database.dispose()
 
-    for line in asyncio.run(run()):
+    for line in _run_on_database(run):
         typer.echo(json.dumps(line))
 
 
@@ -319,7 +333,7 @@ def revoke_client_command(
         finally:
             await database.dispose()
 
-    revoked = asyncio.run(run())
+    revoked = _run_on_database(run)
     if revoked is None:
         _fail(f"no API client has the id {client_id!r}")
     typer.echo(json.dumps(revoked))

@@ -120,6 +120,7 @@ class EdgeMiddleware:
         state["transaction_id"] = transaction_id
         response: dict[str, Any] = {"status": 500, "started": False}
         structlog.contextvars.bind_contextvars(transactionId=transaction_id)
+        sent_path = scope["path"]  # logged as the client sent it
         scope = _without_trailing_slash(scope)
         method = scope["method"]
         if method == "HEAD":
@@ -171,7 +172,7 @@ class EdgeMiddleware:
         async def answer(
             code: ErrorCode, *errors: str, headers: dict[str, str] | None = None
         ) -> None:
-            if code.status in (400, 413) and scope["path"].startswith(OAUTH_PREFIX):
+            if code.status in (400, 408, 413, 431) and scope["path"].startswith(OAUTH_PREFIX):
                 # The token endpoint answers every client error the RFC 6749 (5.2) way.
                 response: Response = JSONResponse(
                     {"error": "invalid_request", "error_description": (*errors, code.message)[0]},
@@ -251,7 +252,7 @@ class EdgeMiddleware:
                 "request",
                 customerId=state.get("customer_id"),
                 method=method,
-                path=scope["path"],
+                path=sent_path,
                 status=response["status"],
                 durationMs=round((time.perf_counter() - started_at) * 1000, 2),
                 **({"clientGone": True} if response.get("client_gone") else {}),

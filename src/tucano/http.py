@@ -73,7 +73,8 @@ def foreign_charset(content_type: str) -> str | None:
     for parameter in content_type.lower().split(";")[1:]:
         name, _, value = parameter.partition("=")
         charset = value.strip().strip('"')
-        if name.strip() == "charset" and charset not in ("utf-8", "utf8"):
+        # (ASCII is UTF-8 too.)
+        if name.strip() == "charset" and charset not in ("utf-8", "utf8", "us-ascii", "ascii"):
             return charset[:40]
     return None
 

@@ -40,10 +40,9 @@ _CARD_NUMBER = re.compile(
 REDACTED = "[REDACTED]"
 
 
-def may_hold_a_card_number(text: str) -> bool:
-    """Whether `text` holds what the log masks as a card number (13 to 19 digits, grouped or
-    not): for fields that must never carry one."""
-    return _CARD_NUMBER.search(text) is not None
+def card_number_candidates(text: str) -> list[str]:
+    """The runs of `text` the log masks as card numbers (13 to 19 digits, grouped or not)."""
+    return [found.group() for found in _CARD_NUMBER.finditer(text)]
 
 
 # Tucano's own secrets and tokens, wherever a caller puts them (a path, a header echoed in a
@@ -58,8 +57,17 @@ _JWT_CANDIDATE = re.compile(r"eyJ[A-Za-z0-9_-]*+(?:\.[A-Za-z0-9_-]*+)*+")
 # Longer text in a log line is cut (a 64 KB path says no more than its first 2 KB).
 LONGEST_LOGGED_TEXT = 2048
 # Text is masked before it is cut (a card number across the cut would leave its first digits),
-# over this many times the length kept: masking shortens text, never by this much.
-_MASKED_BEYOND_THE_CUT = 32
+# over the length kept and as much as a card number can span (19 digits, each followed by up
+# to three separators of up to three characters) beyond it. Masking shortens text, so the
+# start of a card cut off by that window can slide back under the cut: a run of digits and
+# separators left at the cut is dropped.
+_CARD_SPAN = 19 + 18 * 3 * 3
+_DANGLING_AT_END = re.compile(
+    r"(?:\d|[^\S\r\n]|[._/+|*\u00ad\u200b-\u200d\u2060\ufeff\u2010-\u2015\u2212-]|%[0-9A-Fa-f]{0,2})+$"
+)
+_DANGLING_AT_START = re.compile(
+    r"^(?:\d|[^\S\r\n]|[._/+|*\u00ad\u200b-\u200d\u2060\ufeff\u2010-\u2015\u2212-]|%[0-9A-Fa-f]{2})+"
+)
 # A traceback is longer (the framework's frames come first) and its end says what went wrong:
 # it keeps its last LONGEST_LOGGED_TRACEBACK characters.
 LONGEST_LOGGED_TRACEBACK = 16384
@@ -99,10 +107,18 @@ def _scrub_text(text: str, *, traceback: bool = False) -> str:
     longest = LONGEST_LOGGED_TRACEBACK if traceback else LONGEST_LOGGED_TEXT
     if len(text) <= longest:
         return _masked(text)
-    beyond = longest * _MASKED_BEYOND_THE_CUT
+    window = longest + _CARD_SPAN
     if traceback:
-        return "(cut)..." + _masked(text[-beyond:])[-longest:]
-    return _masked(text[:beyond])[:longest] + "...(cut)"
+        kept = _masked(text[-window:])[-longest:]
+        dangling = _DANGLING_AT_START.match(kept)
+        if dangling and any(c.isdigit() for c in dangling.group()):
+            kept = kept[dangling.end() :]
+        return "(cut)..." + kept
+    kept = _masked(text[:window])[:longest]
+    dangling = _DANGLING_AT_END.search(kept)
+    if dangling and any(c.isdigit() for c in dangling.group()):
+        kept = kept[: dangling.start()]
+    return kept + "...(cut)"
 
 
 def _masked(text: str) -> str:
@@ -137,6 +153,12 @@ def scrub_secrets(
 ) -> MutableMapping[str, Any]:
     for key in list(event_dict):
         if key == "exception" and isinstance(event_dict[key], str):  # format_exc_info's
+            event_dict[key] = _scrub_text(event_dict[key], traceback=True)
+        elif (
+            key == "event" and isinstance(event_dict[key], str) and "Traceback (" in event_dict[key]
+        ):
+            # A library's traceback logged as its message (uvicorn's at startup): its end, where
+            # the error is, is what to keep.
             event_dict[key] = _scrub_text(event_dict[key], traceback=True)
         elif key in ("event", "timestamp", "level", "logger"):
             event_dict[key] = _scrub(event_dict[key])

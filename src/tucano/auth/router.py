@@ -31,9 +31,15 @@ OAuthErrorCode = Literal[
 _TOKEN_PARAMETERS = frozenset({"grant_type", "client_id", "client_secret", "scope"})
 
 
-def _oauth_error(error: OAuthErrorCode, description: str, *, status: int | None = None) -> Response:
+def _oauth_error(
+    error: OAuthErrorCode,
+    description: str,
+    *,
+    status: int | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
     status = status or (401 if error == "invalid_client" else 400)
-    headers = dict(_NO_STORE)
+    headers = {**_NO_STORE, **(headers or {})}
     if status == 401:
         headers["WWW-Authenticate"] = 'Basic realm="tucano"'
     return json_response(
@@ -85,10 +91,16 @@ async def issue_token(request: Request, session: ReadSessionDep) -> Response:
         # Gone before its body arrived: nobody reads this answer, and it is no fault of ours.
         return _oauth_error("invalid_request", "the client closed the connection mid-request")
     except HTTPException as exc:
-        # Over the limit while streaming in (no Content-Length, so the edge could not tell).
-        if exc.status_code != 413:
+        # Over the limit while streaming in (no Content-Length, so the edge could not tell), or
+        # still arriving when its time ran out.
+        if exc.status_code not in (408, 413):
             raise
-        return _oauth_error("invalid_request", str(exc.detail), status=413)
+        return _oauth_error(
+            "invalid_request",
+            str(exc.detail),
+            status=exc.status_code,
+            headers=dict(exc.headers or {}),
+        )
     try:
         pairs = parse_qsl(raw.decode(), keep_blank_values=True, strict_parsing=False)
     except UnicodeDecodeError:

@@ -125,7 +125,8 @@ class RevokedClients:
         self.ids: frozenset[str] = frozenset()
 
     async def refresh(self, database: Database) -> None:
-        async with database.session() as session:
+        # A read session: on SQLite the writing connection would wait for (and hold up) writers.
+        async with database.read_session() as session:
             ids = await session.scalars(
                 select(ApiClient.client_id).where(ApiClient.revoked_at.is_not(None))
             )
@@ -165,6 +166,11 @@ async def resolve_secret_key(settings: Settings, database: Database) -> bytes:
     if settings.secret_key is not None:
         return settings.secret_key.get_secret_value().encode()
     for _ in range(3):
+        # Read first without the write lock (on SQLite another process may hold it a while).
+        async with database.read_session() as session:
+            stored = await session.get(InstanceSecret, _SECRET_KEY_NAME)
+            if stored is not None:
+                return stored.value.encode()
         async with database.session() as session:
             stored = await session.get(InstanceSecret, _SECRET_KEY_NAME)
             if stored is not None:

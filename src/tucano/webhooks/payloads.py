@@ -24,8 +24,8 @@ from pydantic import (
     model_validator,
 )
 
-from tucano.brazil.documents import normalize_document
-from tucano.logs import may_hold_a_card_number
+from tucano.brazil.documents import is_valid_cnpj, normalize_document
+from tucano.logs import card_number_candidates
 from tucano.money import PayloadMoney
 from tucano.webhooks.events import EventType
 from tucano.wire import ApiModel, ReceivedTimestamp
@@ -188,9 +188,52 @@ class Cardholder(Payload):
                 raise ValueError(f"{name} must be text, a number, true/false or null")
             if isinstance(value, str) and len(value) > 200:
                 raise ValueError(f"{name} must have at most 200 characters")
-            if may_hold_a_card_number(f"{name} {value}"):
+            if isinstance(value, int | Decimal) and not _plain_number(value):
+                # 1e20000000 is a few bytes here and twenty million digits once rendered.
+                raise ValueError(f"{name} must be a number of at most 30 digits")
+            if isinstance(value, str | int) and _holds_a_card_number(str(value)):
                 raise ValueError(f"{name} looks like a card number, which no event may carry")
         return self
+
+
+def _plain_number(value: int | Decimal) -> bool:
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return abs(value) < 10**30
+    return value.is_finite() and -30 <= value.adjusted() < 30 and len(value.as_tuple().digits) <= 30
+
+
+def _holds_a_card_number(text: str) -> bool:
+    """Whether `text` holds what a card number (PAN) looks like: a run of digits shaped like one
+    (see logs), of a card's length for its first digit (Visa 13, 16 or 19; Diners 14; Amex 15;
+    any 16 to 19), passing the Luhn check, and not a valid CNPJ. (A CNPJ or a phone number
+    such as +55 11 98765-4321 is not refused.)"""
+    for run in card_number_candidates(text):
+        digits = "".join(c for c in run if c.isdigit())
+        if _luhn_valid(digits) and _card_length(digits) and not is_valid_cnpj(digits):
+            return True
+    return False
+
+
+def _card_length(digits: str) -> bool:
+    length, first = len(digits), digits[0]
+    if first not in "23456":
+        return False
+    return (
+        16 <= length <= 19
+        or (length == 13 and first == "4")
+        or (length == 14 and first == "3")
+        or (length == 15 and digits[:2] in ("34", "37"))
+    )
+
+
+def _luhn_valid(digits: str) -> bool:
+    total = 0
+    for position, digit in enumerate(reversed(digits)):
+        value = int(digit) * (2 if position % 2 else 1)
+        total += value - 9 if value > 9 else value
+    return total % 10 == 0
 
 
 class CardChargeback(Payload):
