@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sqlite3
 import time
 from pathlib import Path
 
@@ -50,3 +51,25 @@ async def test_a_failing_job_backs_off_and_logs_one_traceback(
     gaps = [later - earlier for earlier, later in itertools.pairwise(runs)]
     for gap, least in zip(gaps, [0.02, 0.04, 0.08, 0.16, 0.16], strict=True):
         assert gap >= least * 0.9, gaps
+
+
+async def test_a_job_that_finds_the_database_unavailable_logs_no_traceback(tmp_path: Path) -> None:
+    # Another process holding SQLite's lock, PostgreSQL restarting: nothing to debug, a line is
+    # enough (regression check: the first failure logged a traceback at error level).
+    database = Database(f"sqlite+aiosqlite:///{tmp_path}/jobs.db")
+    stop = asyncio.Event()
+
+    async def locked_out(_session: AsyncSession) -> int:
+        stop.set()
+        raise sqlite3.OperationalError("database is locked")
+
+    try:
+        with capture_logs() as logs:
+            await asyncio.wait_for(
+                run_periodic_jobs(database, [PeriodicJob("pruning", 0.01, locked_out)], stop), 10
+            )
+    finally:
+        await database.dispose()
+    (failed,) = [entry for entry in logs if entry["event"] == "job_failed"]
+    assert failed["log_level"] == "warning" and "exc_info" not in failed
+    assert "database is locked" in failed["error"]

@@ -153,6 +153,39 @@ def test_no_text_makes_the_scrubber_slow(unit: str) -> None:
     assert time.perf_counter() - started < 1.0
 
 
+@pytest.mark.parametrize("unit", ["%1", "%11", "1 ", "%2D1", "eyJa."])
+def test_no_text_cut_for_the_log_makes_the_scrubber_slow(unit: str) -> None:
+    # (Second regression check: the run dropped at the cut was found by a regex whose
+    # overlapping alternatives took 2 s for "%1" * 22 + "x", and hours for more.)
+    for tail in ("x" + "a" * 3_000, ""):
+        text = unit * 40 + tail if tail else "a" * 3_000 + unit * 200
+        started = time.perf_counter()
+        scrub_secrets(None, "info", {"event": "request", "path": text})
+        scrub_secrets(None, "error", {"event": "e", "exception": text * 8})
+        assert time.perf_counter() - started < 0.2, (unit, tail[:1])
+
+
+def test_a_traceback_cut_inside_a_token_shows_none_of_it() -> None:
+    # (Second regression check: a window starting inside an access token left its signature.)
+    signature = "yK2ap_tPP_q9MZCjjYxmkaPxsgAqkKbiLKyYrHiUPC8"
+    token = "eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiJ4In0" * 20 + "." + signature
+    for offset in range(0, 400, 3):
+        body = "x" * (LONGEST_LOGGED_TRACEBACK + 181 - offset - len(token) + 10)
+        for frames in ("y" * 50_000, "frame\n" * 10_000):
+            text = "Traceback\n" + frames + token + body
+            logged = scrub_secrets(None, "error", {"event": "e", "exception": text})["exception"]
+            assert signature[:8] not in logged, offset
+
+
+@pytest.mark.parametrize(
+    "separator", ["\uff0d", "\ufe63", "\uff0e", "\u200e", "\u2066", "\u00b7", "\u2022", "\u034f"]
+)
+def test_card_numbers_grouped_by_unusual_characters_are_masked(separator: str) -> None:
+    card = separator.join(["4111", "1111", "1111", "1111"])
+    logged = scrub_secrets(None, "info", {"event": "request", "path": f"/x/{card}/y"})["path"]
+    assert logged == f"/x/{REDACTED}/y"
+
+
 def test_long_text_is_cut_before_it_is_logged() -> None:
     event = scrub_secrets(None, "info", {"event": "request", "path": "/x" * 50_000})
     assert len(event["path"]) == LONGEST_LOGGED_TEXT + len("...(cut)")

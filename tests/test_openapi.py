@@ -190,6 +190,13 @@ async def test_parameters_say_what_the_service_enforces(service: RunningService)
         (found,) = [p for p in document["paths"][path][method]["parameters"] if p["name"] == name]
         return dict(found)
 
+    # The token endpoint's limits answer the OAuth way; every other operation's, the error body.
+    token = document["paths"]["/oauth/v1/token"]["post"]["responses"]
+    create = document["paths"]["/webhook/v1/create"]["post"]["responses"]
+    for status in ("408", "413", "431"):
+        assert token[status]["content"] == token["400"]["content"], status
+        assert create[status]["content"] == create["400"]["content"], status
+    assert "OAuthError" in str(token["408"]) and "ErrorBody" in str(create["408"])
     # Any integer is taken (one that names no webhook is a 404), so no bounds are published.
     webhook_id = parameter("get", "/webhook/v1/{id}", "id")["schema"]
     assert webhook_id["type"] == "integer" and "minimum" not in webhook_id

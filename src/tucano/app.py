@@ -280,14 +280,24 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         "(TUCANO_REQUEST_BODY_TIMEOUT_SECONDS, 60 by default); the connection is closed.",
         "content": error_ref["content"],
     }
-    for path_item in schema.get("paths", {}).values():
+    too_many_headers = {
+        "description": "Request headers over 32 KiB, names and values together.",
+        "content": error_ref["content"],
+    }
+    for path, path_item in schema.get("paths", {}).items():
         for operation in path_item.values():
             responses = operation.get("responses", {})
             if responses.pop("422", None) is not None and "400" not in responses:
                 responses["400"] = error_ref
+            # The token endpoint answers these the OAuth way, in the body of its 400.
+            oauth = responses["400"]["content"] if path.startswith("/oauth/") else None
             responses.setdefault("413", too_large)
+            responses.setdefault("431", too_many_headers)
             if "requestBody" in operation:
                 responses.setdefault("408", too_slow)
+            if oauth is not None:
+                for status in ("408", "413", "431"):
+                    responses[status] = {**responses[status], "content": oauth}
     for path_item in schema.get("paths", {}).values():
         for operation in path_item.values():
             for parameter in operation.get("parameters", []):

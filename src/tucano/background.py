@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.clock import clock
 from tucano.config import Settings
-from tucano.db import Database
+from tucano.db import Database, is_database_unavailable
 from tucano.deliveries import result_counts
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.worker import DeliveryWorker
@@ -116,7 +116,7 @@ async def run_periodic_jobs(
                 next_run[job.name] = now + max(
                     job.interval_seconds, min(JOB_PAUSE_MAX_SECONDS, backoff)
                 )
-                if failures[job.name] == 1:
+                if failures[job.name] == 1 and not is_database_unavailable(exc):
                     log.exception("job_failed", job=job.name)
                 else:
                     log.warning(

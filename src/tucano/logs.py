@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import string
 import sys
 from collections.abc import MutableMapping
 from contextvars import ContextVar
@@ -25,24 +26,24 @@ _SECRET_KEYS = re.compile(
 )
 # 13 to 19 digits, optionally grouped by up to three of any kind of space (the no-break and thin
 # spaces of a number copied from a web page), dot, dash (the typographic ones too), underscore,
-# slash, plus, bar or star, invisible characters (zero-width space, soft hyphen, word joiner),
-# or a percent-escape ("4111%201111", how a spaced number arrives in a URL or a header): the
+# slash, plus, bar, star, middle dot or bullet, invisible characters (zero-width space, soft
+# hyphen, word joiner, direction marks and isolates), full-width dashes and stops, or a
+# percent-escape ("4111%201111", how a spaced number arrives in a URL or a header): the
 # shapes a card number comes in, typed, pasted or encoded ("4111 - 1111"). Longer runs are left
 # alone, so that identifiers such as a PIX end-to-end id (E + 20 digits + 11 characters) stay
 # readable; a card glued to other digits is not recognised. (The price of the separators: grouped
 # numbers of that length, "2026-01-01/2026-12-31" or a CNPJ say, are masked too. Commas, colons
 # and line breaks do not group: lists of ids, times, and the line numbers of a traceback would
 # go with them.)
+_SEPARATORS = (
+    "._/+|*-\u00ad\u00b7\u034f\u200b\u200c\u200d\u200e\u200f\u2010\u2011\u2012\u2013"
+    "\u2014\u2015\u2022\u2060\u2066\u2067\u2068\u2069\u2212\ufe63\ufeff\uff0d\uff0e"
+)
 _CARD_NUMBER = re.compile(
-    r"(?<!\d)(?:\d(?:[^\S\r\n]|[._/+|*\u00ad\u200b-\u200d\u2060\ufeff\u2010-\u2015\u2212-]"
-    r"|%[0-9A-Fa-f]{2}){0,3}){12,18}\d(?!\d)"
+    r"(?<!\d)(?:\d(?:[^\S\r\n]|[" + re.escape(_SEPARATORS) + r"]|%[0-9A-Fa-f]{2}){0,3}){12,18}"
+    r"\d(?!\d)"
 )
 REDACTED = "[REDACTED]"
-
-
-def card_number_candidates(text: str) -> list[str]:
-    """The runs of `text` the log masks as card numbers (13 to 19 digits, grouped or not)."""
-    return [found.group() for found in _CARD_NUMBER.finditer(text)]
 
 
 # Tucano's own secrets and tokens, wherever a caller puts them (a path, a header echoed in a
@@ -62,12 +63,12 @@ LONGEST_LOGGED_TEXT = 2048
 # start of a card cut off by that window can slide back under the cut: a run of digits and
 # separators left at the cut is dropped.
 _CARD_SPAN = 19 + 18 * 3 * 3
-_DANGLING_AT_END = re.compile(
-    r"(?:\d|[^\S\r\n]|[._/+|*\u00ad\u200b-\u200d\u2060\ufeff\u2010-\u2015\u2212-]|%[0-9A-Fa-f]{0,2})+$"
-)
-_DANGLING_AT_START = re.compile(
-    r"^(?:\d|[^\S\r\n]|[._/+|*\u00ad\u200b-\u200d\u2060\ufeff\u2010-\u2015\u2212-]|%[0-9A-Fa-f]{2})+"
-)
+# What a run of a card number and its separators is made of, read backwards from a cut without
+# a regex (a regex with overlapping alternatives backtracked exponentially on "%1%1%1...x").
+_CARD_RUN = frozenset("0123456789%ABCDEFabcdef" + _SEPARATORS)
+# What a token (a tsk_ secret, a JWT, a signing secret, a card and its separators) is made of:
+# a traceback's kept end starts after the first character that cannot be part of one.
+_TOKEN_RUN = frozenset(string.ascii_letters + string.digits + "_%=" + _SEPARATORS)
 # A traceback is longer (the framework's frames come first) and its end says what went wrong:
 # it keeps its last LONGEST_LOGGED_TRACEBACK characters.
 LONGEST_LOGGED_TRACEBACK = 16384
@@ -109,16 +110,33 @@ def _scrub_text(text: str, *, traceback: bool = False) -> str:
         return _masked(text)
     window = longest + _CARD_SPAN
     if traceback:
-        kept = _masked(text[-window:])[-longest:]
-        dangling = _DANGLING_AT_START.match(kept)
-        if dangling and any(c.isdigit() for c in dangling.group()):
-            kept = kept[dangling.end() :]
-        return "(cut)..." + kept
+        # Its window starts at a line, so that no token or card in it is cut short (masked,
+        # the rest shows nothing of one); a single line of that length starts after a run of
+        # token characters instead.
+        start = len(text) - window
+        if start <= 0:  # all of it masked: what the cut leaves shows nothing of a token
+            return "(cut)..." + _masked(text)[-longest:]
+        line = text.find("\n", start, start + window - longest) + 1
+        if line:
+            return "(cut)..." + _masked(text[line:])[-longest:]
+        kept = _masked(text[start:])[-longest:]
+        return "(cut)..." + kept[_run_length(kept, _TOKEN_RUN, limit=1024) :]
     kept = _masked(text[:window])[:longest]
-    dangling = _DANGLING_AT_END.search(kept)
-    if dangling and any(c.isdigit() for c in dangling.group()):
-        kept = kept[: dangling.start()]
+    dangling = _run_length(kept[::-1], _CARD_RUN, limit=_CARD_SPAN + 16)
+    if any(c.isdigit() for c in kept[len(kept) - dangling :]):
+        kept = kept[: len(kept) - dangling]
     return kept + "...(cut)"
+
+
+def _run_length(text: str, made_of: frozenset[str], *, limit: int) -> int:
+    """How many of `text`'s first characters (at most `limit`) are in `made_of`, any
+    non-newline whitespace counting as in it."""
+    length = 0
+    for c in text[:limit]:
+        if c not in made_of and (not c.isspace() or c in "\r\n") and not c.isdigit():
+            break
+        length += 1
+    return length
 
 
 def _masked(text: str) -> str:

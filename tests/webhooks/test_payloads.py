@@ -3,7 +3,6 @@ beyond its canonical form, and what is rendered for merchants."""
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -96,54 +95,42 @@ def test_identifiers_written_as_numbers_are_carried_as_text() -> None:
         PaymentLinkInbound.model_validate({**link.model_dump(by_alias=True), "paymentId": True})
 
 
-def test_a_chargeback_carries_the_card_systems_cardholder_fields() -> None:
+def test_a_chargeback_carries_what_the_card_system_knows_of_the_cardholder() -> None:
     payload = rendered(CardChargeback.model_validate(chargeback()))
     assert payload["creditCardId"] == "987654"
     assert payload["additionalData"] == {
         "cardholderName": "ANA",
+        "cardholderDocument": "52998224725",
+        "cardholderEmail": None,
+        "cardholderPhone": None,
         "cardBrand": None,
         "cardLastDigits": None,
-        "cardholderDocument": "52998224725",
     }
+    company = chargeback(
+        additionalData={
+            "cardholderDocument": "12.345.678/0001-95",
+            "cardholderPhone": "+55 11 98765-4321 / 7915",
+            "cardholderEmail": "financeiro@padaria.example",
+        }
+    )
+    data = rendered(CardChargeback.model_validate(company))["additionalData"]
+    assert data["cardholderDocument"] == "12345678000195"
+    assert data["cardholderPhone"] == "+55 11 98765-4321 / 7915"
 
 
 @pytest.mark.parametrize(
     "additional",
     [
-        # Not card numbers, though their digits are as many (regression check):
-        {"cardholderDocument": "12.345.678/0001-95"},  # a company's CNPJ
-        {"cardholderDocument": "12345678000195"},
-        {"cardholderPhone": "+55 11 98765-4321"},
-        {"batch2024": "000123456"},  # the digits of a name do not join its value's
-        {"reference": 4111111111111112},  # 16 digits that fail the Luhn check
-        {"amountCents": 12345, "ratio": Decimal("0.25"), "verified": True, "note": None},
-    ],
-)
-def test_a_chargeback_takes_cardholder_fields_that_hold_no_card_number(
-    additional: dict[str, Any],
-) -> None:
-    payload = rendered(CardChargeback.model_validate(chargeback(additionalData=additional)))
-    assert payload["additionalData"].items() >= additional.items()
-
-
-@pytest.mark.parametrize(
-    "additional",
-    [
-        {"big": 10**40},
-        {"tiny": Decimal("1e-40")},
-        {"huge": Decimal("1e20000000")},
+        # No field may be a way to carry a card number: unknown ones are refused, as elsewhere.
         {"cardholderName": "ANA", "cardNumber": "4111 1111 1111 1111"},
-        {"pan": "4111111111111111"},
-        {"note": "card 5500-0000-0000-0004 disputed"},
-        {"nested": {"cardholderName": "ANA"}},
+        {"pan": 4111111111111111},
+        {"cardholderName": {"first": "ANA"}},
         {"cardBrand": "NOTABRAND"},
         {"cardLastDigits": "41111"},
-        {"visa13": "4222222222222"},
-        {"amex": "3782 822463 10005"},
-        {"number": 4111111111111111},
+        {"cardholderDocument": "123"},
     ],
 )
-def test_a_chargeback_refuses_card_numbers_and_shapes_it_cannot_carry(
+def test_a_chargeback_refuses_cardholder_fields_it_does_not_know_or_cannot_carry(
     additional: dict[str, Any],
 ) -> None:
     with pytest.raises(ValidationError):

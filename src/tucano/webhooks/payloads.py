@@ -2,14 +2,12 @@
 
 Dates are ISO 8601 UTC with milliseconds and money a JSON number with two decimals. Payloads that
 other systems publish (POST /internal/v1/events) are validated against these models, unknown
-fields refused (but in a chargeback's `additionalData`, the card system's own), and re-rendered,
-so every delivery of a type has the same shape. No field is meant for a card number (cards are
-named by brand and last four digits only), and those extra cardholder fields may not hold one.
+fields refused, and re-rendered, so every delivery of a type has the same shape. No model has a
+field that could hold a card number: cards are named by brand and last four digits only.
 """
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -21,11 +19,9 @@ from pydantic import (
     StrictInt,
     ValidationInfo,
     field_validator,
-    model_validator,
 )
 
-from tucano.brazil.documents import is_valid_cnpj, normalize_document
-from tucano.logs import card_number_candidates
+from tucano.brazil.documents import normalize_document
 from tucano.money import PayloadMoney
 from tucano.webhooks.events import EventType
 from tucano.wire import ApiModel, ReceivedTimestamp
@@ -172,68 +168,15 @@ class CardPaymentInbound(Payload):
 
 
 class Cardholder(Payload):
-    """The cardholder's fields: these three when known, and any others the card system keeps
-    (text, numbers, true/false), carried as given. None may hold a card number."""
+    """The cardholder, as the card system knows them: every field optional. Unknown fields are
+    refused, as everywhere: none of them may be a way to carry a card number."""
 
-    model_config = ConfigDict(extra="allow")
-
-    cardholder_name: OptionalText
+    cardholder_name: OptionalText = None
+    cardholder_document: Document | None = None
+    cardholder_email: OptionalText = None
+    cardholder_phone: OptionalText = None
     card_brand: CardBrand | None = None
     card_last_digits: CardLastDigits | None = None
-
-    @model_validator(mode="after")
-    def _no_card_numbers(self) -> Cardholder:
-        for name, value in (self.model_extra or {}).items():
-            if value is not None and not isinstance(value, str | int | bool | Decimal):
-                raise ValueError(f"{name} must be text, a number, true/false or null")
-            if isinstance(value, str) and len(value) > 200:
-                raise ValueError(f"{name} must have at most 200 characters")
-            if isinstance(value, int | Decimal) and not _plain_number(value):
-                # 1e20000000 is a few bytes here and twenty million digits once rendered.
-                raise ValueError(f"{name} must be a number of at most 30 digits")
-            if isinstance(value, str | int) and _holds_a_card_number(str(value)):
-                raise ValueError(f"{name} looks like a card number, which no event may carry")
-        return self
-
-
-def _plain_number(value: int | Decimal) -> bool:
-    if isinstance(value, bool):
-        return True
-    if isinstance(value, int):
-        return abs(value) < 10**30
-    return value.is_finite() and -30 <= value.adjusted() < 30 and len(value.as_tuple().digits) <= 30
-
-
-def _holds_a_card_number(text: str) -> bool:
-    """Whether `text` holds what a card number (PAN) looks like: a run of digits shaped like one
-    (see logs), of a card's length for its first digit (Visa 13, 16 or 19; Diners 14; Amex 15;
-    any 16 to 19), passing the Luhn check, and not a valid CNPJ. (A CNPJ or a phone number
-    such as +55 11 98765-4321 is not refused.)"""
-    for run in card_number_candidates(text):
-        digits = "".join(c for c in run if c.isdigit())
-        if _luhn_valid(digits) and _card_length(digits) and not is_valid_cnpj(digits):
-            return True
-    return False
-
-
-def _card_length(digits: str) -> bool:
-    length, first = len(digits), digits[0]
-    if first not in "23456":
-        return False
-    return (
-        16 <= length <= 19
-        or (length == 13 and first == "4")
-        or (length == 14 and first == "3")
-        or (length == 15 and digits[:2] in ("34", "37"))
-    )
-
-
-def _luhn_valid(digits: str) -> bool:
-    total = 0
-    for position, digit in enumerate(reversed(digits)):
-        value = int(digit) * (2 if position % 2 else 1)
-        total += value - 9 if value > 9 else value
-    return total % 10 == 0
 
 
 class CardChargeback(Payload):
