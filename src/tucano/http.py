@@ -50,12 +50,8 @@ async def require_json_content(request: Request) -> None:
     )
     if not has_body:
         return
-    encoding = unsupported_content_encoding(request)
-    if encoding is not None:
-        raise AppError(
-            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-            errors=[f"Content-Encoding {encoding} is not supported: send the body as is"],
-        )
+    # (A Content-Encoding, or a charset other than UTF-8, the edge has refused already: before
+    # the body is read.)
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "application/json" and not (
         content_type.startswith("application/") and content_type.endswith("+json")
