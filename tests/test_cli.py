@@ -230,6 +230,11 @@ def test_serve_and_clients_list_need_no_write_lock(tmp_path: Path) -> None:
         assert revoked.returncode == 2
         assert revoked.stderr.startswith("tucano: could not use the database: ")
         assert "Traceback" not in revoked.stderr
+        created = run_tucano(
+            "clients", "create", "--customer-id", "7", "--no-migrate", cwd=tmp_path, timeout=30
+        )
+        assert created.returncode == 2
+        assert created.stderr.startswith("tucano: could not use the database: ")
     finally:
         other_process.close()
 

@@ -232,7 +232,7 @@ def create_client_command(
             "name": client.name,
         }
 
-    typer.echo(json.dumps(asyncio.run(run())))
+    typer.echo(json.dumps(_run_on_database(run)))
 
 
 def _exit_cleanly_after_sigterm() -> None:
