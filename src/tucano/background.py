@@ -50,6 +50,9 @@ def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
             log.warning("webhook_deactivated", webhookId=webhook_id)
         return len(ids)
 
+    async def record_abandoned(session: AsyncSession) -> int:
+        return await deliveries.record_abandoned_cancellations(session, now=clock.now())
+
     async def prune(session: AsyncSession) -> int:
         return await deliveries.prune_history(
             session, older_than=clock.now() - settings.result_retention
@@ -73,6 +76,7 @@ def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
     jobs = [
         PeriodicJob("deactivate_failing_webhooks", every, deactivate_failing),
         PeriodicJob("prune_delivery_history", every, prune),
+        PeriodicJob("record_abandoned_cancellations", min(every, 10.0), record_abandoned),
         PeriodicJob("prune_idempotency_keys", every, prune_keys),
         # Often: readers add up the changes not folded yet, so fewer is cheaper for them.
         PeriodicJob("fold_payment_link_totals", min(every, 2.0), fold_totals, logs_its_work=False),

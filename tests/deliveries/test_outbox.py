@@ -17,6 +17,7 @@ from tucano.clock import clock
 from tucano.db import Database, connect_asyncpg
 from tucano.deliveries import service
 from tucano.deliveries.models import Delivery, DeliveryResult, Event, ResultStatus
+from tucano.pagination import PageRequest
 from tucano.webhooks import service as webhooks
 from tucano.webhooks.events import EventType
 from tucano.webhooks.models import Webhook
@@ -288,6 +289,112 @@ async def test_giving_back_claims_names_none_the_holder_need_not_record(
             )
         )
     assert records == [ResultStatus.FAILED]
+
+
+async def sweep_abandoned(database: Database) -> int:
+    """The periodic job that records what a killed worker held when its webhook was deleted."""
+    async with database.session() as session:
+        done = await service.record_abandoned_cancellations(session, now=clock.now())
+        await session.commit()
+    return done
+
+
+async def results_of(database: Database, webhook_id: int) -> list[tuple[int, str, str | None]]:
+    async with database.session() as session:
+        return [
+            (r.attempt, r.status, r.error_message)
+            for r in await session.scalars(
+                select(DeliveryResult)
+                .where(DeliveryResult.webhook_id == webhook_id)
+                .order_by(DeliveryResult.id)
+            )
+        ]
+
+
+async def test_what_a_killed_worker_held_when_its_webhook_was_deleted_is_recorded_not_sent(
+    private_database: Database,
+) -> None:
+    """The deletion leaves a held delivery to its holder; the holder never records it (it was
+    killed): once its lease has run out, with a margin, the periodic job does, once."""
+    customer = new_customer_id()
+    webhook_id = await add_webhook(private_database, customer)
+    await publish(private_database, customer)
+    with clock.freeze() as frozen:
+        (held,) = await claim(private_database, customer)
+        await delete_webhook(private_database, customer, webhook_id)
+        assert await results_of(private_database, webhook_id) == []  # left to the holder
+        frozen.advance(LEASE)
+        await sweep_abandoned(private_database)
+        assert await results_of(private_database, webhook_id) == []  # the holder may still
+        frozen.advance(service.ABANDONED_AFTER)
+        assert await sweep_abandoned(private_database) >= 1
+        await sweep_abandoned(private_database)
+    assert await results_of(private_database, webhook_id) == [
+        (held.attempt, ResultStatus.FAILED, "not sent: the webhook was deleted")
+    ]
+    # The results list's totals count it (they add up hour counts, not rows).
+    async with private_database.session() as session:
+        _, total = await service.list_results(
+            session,
+            customer_id=customer,
+            filters=service.ResultFilters(webhook_id=webhook_id),
+            page=PageRequest(page=0, size=10),
+        )
+    assert total == 1
+
+
+@pytest.mark.parametrize("holder", ["records its attempt", "gives it back"])
+async def test_what_its_holder_recorded_after_the_deletion_is_not_recorded_again(
+    private_database: Database, holder: str
+) -> None:
+    customer = new_customer_id()
+    webhook_id = await add_webhook(private_database, customer)
+    await publish(private_database, customer)
+    with clock.freeze() as frozen:
+        (held,) = await claim(private_database, customer)
+        await delete_webhook(private_database, customer, webhook_id)
+        if holder == "records its attempt":
+            await record_success(private_database, [held])
+        else:
+            cancelled = await service.release_claims(
+                private_database, [held], due_at=clock.now(), lease=LEASE
+            )
+            assert cancelled == [held]  # the worker records these as not sent
+            await service.record_outcomes(
+                private_database,
+                [
+                    service.Outcome(
+                        claimed=held,
+                        status=ResultStatus.FAILED,
+                        target_url="https://hooks.example.com/x",
+                        http_status=None,
+                        response_body=None,
+                        error_message="not sent: the webhook was deleted",
+                        duration_ms=0,
+                        attempted_at=clock.now(),
+                        next_attempt_at=None,
+                    )
+                ],
+            )
+        frozen.advance(LEASE + service.ABANDONED_AFTER)
+        await sweep_abandoned(private_database)
+    assert len(await results_of(private_database, webhook_id)) == 1
+
+
+async def test_abandoned_deliveries_are_recorded_once_by_jobs_running_at_once(
+    private_database: Database,
+) -> None:
+    customer = new_customer_id()
+    webhook_id = await add_webhook(private_database, customer)
+    for _ in range(5):
+        await publish(private_database, customer)
+    with clock.freeze() as frozen:
+        assert len(await claim(private_database, customer)) == 5
+        await delete_webhook(private_database, customer, webhook_id)
+        frozen.advance(LEASE + service.ABANDONED_AFTER)
+        await asyncio.gather(*(sweep_abandoned(private_database) for _ in range(3)))
+    records = await results_of(private_database, webhook_id)
+    assert len(records) == 5 and {status for _, status, _ in records} == {ResultStatus.FAILED}
 
 
 async def waiting_on_a_lock(admin: Any, statement_like: str) -> None:

@@ -114,6 +114,28 @@ class DeliveryResult(Base):
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
+class CancelledDelivery(Base):
+    """A delivery that a worker held under its lease when its webhook was deleted. The deletion
+    leaves its last record to that worker (it may be sending it); this row is what lets the
+    record still be made if the worker never makes it (killed while holding it): once the lease
+    has run out with a margin, a periodic job records it as not sent, unless a record of that
+    attempt exists by then. See record_abandoned_cancellations."""
+
+    __tablename__ = "cancelled_deliveries"
+    __table_args__ = (Index("ix_cancelled_deliveries_lease", "lease_until"),)
+
+    delivery_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    customer_id: Mapped[int] = mapped_column(BigInteger)
+    webhook_id: Mapped[int] = mapped_column(BigInteger)
+    event_id: Mapped[str] = mapped_column(String(40))
+    event_type: Mapped[str] = mapped_column(String(40))
+    target_url: Mapped[str] = mapped_column(String(2048))
+    attempt: Mapped[int] = mapped_column(Integer)  # the one the holder was to make
+    reason: Mapped[str] = mapped_column(String(500))
+    claimed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    lease_until: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class DeliveryResultCount(Base):
     """How many results a customer has in one hour, per webhook, event type and status: what
     the results list adds up instead of counting its rows (see deliveries/result_counts.py).

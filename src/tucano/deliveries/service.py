@@ -35,6 +35,7 @@ from tucano.deliveries import result_counts
 from tucano.deliveries.models import (
     FIRST_ATTEMPT_QUEUE,
     RETRY_QUEUE,
+    CancelledDelivery,
     Delivery,
     DeliveryResult,
     Event,
@@ -53,6 +54,7 @@ log = structlog.get_logger("tucano.deliveries")
 _EVENTS = cast(Table, Event.__table__)
 _DELIVERIES = cast(Table, Delivery.__table__)
 _RESULTS = cast(Table, DeliveryResult.__table__)
+_CANCELLED = cast(Table, CancelledDelivery.__table__)
 
 
 def new_event_id() -> str:
@@ -407,12 +409,13 @@ async def cancel_deliveries_to(
     """Take every pending delivery to one of the customer's webhooks off the queue, so its
     history ends in words rather than at a retry that never comes: one waiting in the queue is
     recorded as an attempt that was not sent (FAILED, with `reason`); one a worker holds under
-    its lease is that worker's to record (it hears of the deletion, see worker.py). Returns how
-    many were pending."""
+    its lease is that worker's to record (it hears of the deletion, see worker.py), and is kept
+    aside in case the worker never does (record_abandoned_cancellations). Returns how many were
+    pending."""
     now = clock.now()
     d = _DELIVERIES.c
     query = (
-        select(d.id, d.event_id, d.attempts, d.lease_until, _EVENTS.c.event_type)
+        select(d.id, d.event_id, d.attempts, d.lease_until, d.updated_at, _EVENTS.c.event_type)
         .join(_EVENTS, _EVENTS.c.id == d.event_id)
         .where(d.webhook_id == webhook_id, d.customer_id == customer_id)
         # Locked in id order, as the worker's record locks them: the two never deadlock.
@@ -423,10 +426,21 @@ async def cancel_deliveries_to(
     pending = list(await session.execute(query))
     if not pending:
         return 0
-    waiting = [p for p in pending if p.lease_until is None or p.lease_until <= now]
+    await _record_not_sent(
+        session,
+        [
+            _NotSent(
+                p.id, customer_id, webhook_id, p.event_id, p.event_type, target_url, p.attempts + 1
+            )
+            for p in pending
+            if p.lease_until is None or p.lease_until <= now
+        ],
+        reason=reason,
+        now=now,
+    )
     await insert_many(
         session,
-        _RESULTS,
+        _CANCELLED,
         [
             {
                 "delivery_id": p.id,
@@ -436,6 +450,46 @@ async def cancel_deliveries_to(
                 "event_type": p.event_type,
                 "target_url": target_url,
                 "attempt": p.attempts + 1,
+                "reason": reason,
+                "claimed_at": p.updated_at,
+                "lease_until": p.lease_until,
+            }
+            for p in pending
+            if p.lease_until is not None and p.lease_until > now
+        ],
+    )
+    await session.execute(delete(_DELIVERIES).where(d.id.in_([p.id for p in pending])))
+    return len(pending)
+
+
+class _NotSent(NamedTuple):
+    delivery_id: int
+    customer_id: int
+    webhook_id: int
+    event_id: str
+    event_type: str
+    target_url: str
+    attempt: int
+
+
+async def _record_not_sent(
+    session: AsyncSession, deliveries: Sequence[_NotSent], *, reason: str, now: datetime
+) -> None:
+    """The last record of cancelled deliveries: an attempt that was not sent (FAILED)."""
+    if not deliveries:
+        return
+    await insert_many(
+        session,
+        _RESULTS,
+        [
+            {
+                "delivery_id": n.delivery_id,
+                "customer_id": n.customer_id,
+                "webhook_id": n.webhook_id,
+                "event_id": n.event_id,
+                "event_type": n.event_type,
+                "target_url": n.target_url,
+                "attempt": n.attempt,
                 "status": ResultStatus.FAILED,
                 "http_status": None,
                 "response_body": None,
@@ -444,20 +498,76 @@ async def cancel_deliveries_to(
                 "attempted_at": now,
                 "next_attempt_at": None,
             }
-            for p in waiting
+            for n in deliveries
         ],
     )
-    if waiting:
-        # The results list's totals count them too (see result_counts).
-        await insert_many(
-            session,
-            result_counts.COUNTS,
-            result_counts.count_rows(
-                (customer_id, webhook_id, p.event_type, ResultStatus.FAILED, now) for p in waiting
-            ),
+    # The results list's totals count them too (see result_counts).
+    await insert_many(
+        session,
+        result_counts.COUNTS,
+        result_counts.count_rows(
+            (n.customer_id, n.webhook_id, n.event_type, ResultStatus.FAILED, now)
+            for n in deliveries
+        ),
+    )
+
+
+# How long after its lease a cancelled delivery's holder still has to record it itself: an
+# attempt starts well before the lease ends (worker.py) and is recorded within a second of its
+# answer, so only a holder that stopped (killed, or paused past this) leaves it unrecorded.
+ABANDONED_AFTER = timedelta(seconds=60)
+
+
+async def record_abandoned_cancellations(session: AsyncSession, *, now: datetime) -> int:
+    """Record as not sent the deliveries cancelled under a lease (cancel_deliveries_to) whose
+    holder has not recorded them since, well after that lease ran out: the worker was killed
+    holding them. Safe in several processes at once: each row is taken by one DELETE."""
+    c = _CANCELLED.c
+    due = select(c.delivery_id).where(c.lease_until <= now - ABANDONED_AFTER).limit(500)
+    taken = list(
+        await session.execute(
+            delete(_CANCELLED).where(c.delivery_id.in_(due.scalar_subquery())).returning(*c)
         )
-    await session.execute(delete(_DELIVERIES).where(d.id.in_([p.id for p in pending])))
-    return len(pending)
+    )
+    if not taken:
+        return 0
+    recorded: set[tuple[int, int]] = set()
+    r = _RESULTS.c
+    for row in taken:  # few, and each an index range of its webhook since the claim
+        recorded.update(
+            (found.delivery_id, found.attempt)
+            for found in await session.execute(
+                select(r.delivery_id, r.attempt).where(
+                    r.customer_id == row.customer_id,
+                    r.webhook_id == row.webhook_id,
+                    # Attempt numbers are the delivery's own; the time only bounds the search
+                    # (with room for the clocks of other machines).
+                    r.attempted_at >= row.claimed_at - ABANDONED_AFTER,
+                    r.delivery_id == row.delivery_id,
+                )
+            )
+        )
+    unrecorded = [row for row in taken if (row.delivery_id, row.attempt) not in recorded]
+    for reason in {row.reason for row in unrecorded}:
+        await _record_not_sent(
+            session,
+            [
+                _NotSent(
+                    row.delivery_id,
+                    row.customer_id,
+                    row.webhook_id,
+                    row.event_id,
+                    row.event_type,
+                    row.target_url,
+                    row.attempt,
+                )
+                for row in unrecorded
+                if row.reason == reason
+            ],
+            reason=reason,
+            now=now,
+        )
+    return len(unrecorded)
 
 
 # --- the worker's side ----------------------------------------------------------------------
