@@ -318,6 +318,15 @@ async def test_a_server_out_of_connections_is_a_503_to_retry_not_a_500(
                 response = await merchant.get(path)
                 assert_error_body(response, 503, ErrorCode.UNAVAILABLE)
                 assert response.headers["retry-after"] == "1"
+            # The token endpoint says so the OAuth way, as it answers every error.
+            response = await full.http.post(
+                "/oauth/v1/token",
+                data={"grant_type": "client_credentials", "client_id": "x", "client_secret": "y"},
+            )
+            assert response.status_code == 503
+            assert response.json()["error"] == "temporarily_unavailable"
+            assert response.json()["error_description"]
+            assert response.headers["retry-after"] == "1"
         finally:
             await full.stop()
             await database.dispose()

@@ -15,17 +15,23 @@ from typing import Any
 
 import structlog
 from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tucano.db import is_database_unavailable
-from tucano.errors import ErrorCode, error_response, exception_summary
+from tucano.errors import (
+    OAUTH_PREFIX,
+    ErrorCode,
+    answers_the_oauth_way,
+    error_response,
+    exception_summary,
+    oauth_error_response,
+)
 from tucano.http import first_unsupported_coding, foreign_charset
 from tucano.logs import client_gone
 
 log = structlog.get_logger("tucano.request")
 
-OAUTH_PREFIX = "/oauth/"
 # Echoed as sent when it is printable ASCII of reasonable length (the JSON logs escape what
 # needs escaping); control or non-ASCII characters could not be sent back in a header as they
 # came, so such a value is replaced, as is one longer than any id needs to be.
@@ -172,12 +178,9 @@ class EdgeMiddleware:
         async def answer(
             code: ErrorCode, *errors: str, headers: dict[str, str] | None = None
         ) -> None:
-            if code.status in (400, 408, 413, 431) and scope["path"].startswith(OAUTH_PREFIX):
-                # The token endpoint answers every client error the RFC 6749 (5.2) way.
-                response: Response = JSONResponse(
-                    {"error": "invalid_request", "error_description": (*errors, code.message)[0]},
-                    status_code=code.status,
-                    headers={"Cache-Control": "no-store"},
+            if answers_the_oauth_way(scope["path"], code.status):
+                response: Response = oauth_error_response(
+                    code.status, (*errors, code.message)[0], headers=headers
                 )
             else:
                 response = error_response(code, transaction_id, errors=errors, headers=headers)

@@ -173,6 +173,32 @@ def error_response(
     return json_response(body, status_code=status_code or code.status, headers=headers)
 
 
+OAUTH_PREFIX = "/oauth/"
+# RFC 6749 5.2 names the client errors; for the server's own, the codes of its 4.1.2.1.
+_OAUTH_ERROR_OF_STATUS = {500: "server_error", 503: "temporarily_unavailable"}
+
+
+def answers_the_oauth_way(path: str, status: int) -> bool:
+    """The token endpoint answers every error in RFC 6749's shape, whatever its cause (a path
+    under /oauth/ that is no route is a 404 like any other)."""
+    return path.startswith(OAUTH_PREFIX) and status != 404
+
+
+def oauth_error_response(
+    status: int, description: str, *, headers: dict[str, str] | None = None
+) -> Response:
+    """An error of the token endpoint that its own route did not answer (a limit at the edge,
+    a method, the database): `invalid_request`, or the server's code for a 500 or 503."""
+    return json_response(
+        {
+            "error": _OAUTH_ERROR_OF_STATUS.get(status, "invalid_request"),
+            "error_description": _encodable(description),
+        },
+        status_code=status,
+        headers={**(headers or {}), "Cache-Control": "no-store"},
+    )
+
+
 def exception_summary(exc: BaseException) -> str:
     """`Type: first line of the message`, for one log line or one line of a command's output
     (SQLAlchemy's further lines are the statement)."""
@@ -357,10 +383,13 @@ def install_error_handlers(app: FastAPI) -> None:
         elif exc.status_code == 400:
             # FastAPI's answer when reading the body failed for a reason JSON parsing did not name.
             errors = ["body could not be read as JSON"]
+        status = exc.status_code if exc.status_code >= 400 else 500
+        if answers_the_oauth_way(request.url.path, status):
+            return oauth_error_response(status, (*errors, code.message)[0], headers=headers)
         return error_response(
             code,
             transaction_id_of(request.scope.get("state", {})),
             errors=errors,
-            status_code=exc.status_code if exc.status_code >= 400 else 500,
+            status_code=status,
             headers=headers,
         )

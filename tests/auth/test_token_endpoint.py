@@ -372,3 +372,18 @@ async def test_a_token_from_another_instance_secret_does_not_pass(
         "/webhook/v1/list", headers={"Authorization": f"Bearer {old}"}
     )
     assert_error_body(response, 401)
+
+
+async def test_another_method_is_an_rfc6749_error_naming_post(service: RunningService) -> None:
+    """A client of the token endpoint parses its errors the OAuth way, whatever went wrong."""
+    for method in ("GET", "PUT", "DELETE"):
+        response = await service.http.request(method, TOKEN)
+        assert response.status_code == 405, method
+        assert response.json() == {
+            "error": "invalid_request",
+            "error_description": f"{method} is not allowed on {TOKEN}",
+        }
+        assert response.headers["allow"] == "POST"
+        assert response.headers["cache-control"] == "no-store"
+    # A path under /oauth/ that is no route is a 404 like any other.
+    assert_error_body(await service.http.get("/oauth/v1/nothing"), 404, ErrorCode.ROUTE_NOT_FOUND)

@@ -15,7 +15,15 @@ class TokenResponse(BaseModel):
 class OAuthError(BaseModel):
     """RFC 6749 section 5.2 error body (the token endpoint's own error shape)."""
 
-    error: Literal["invalid_request", "invalid_client", "unsupported_grant_type", "invalid_scope"]
+    error: Literal[
+        "invalid_request",
+        "invalid_client",
+        "unsupported_grant_type",
+        "invalid_scope",
+        # The server's own (RFC 6749 4.1.2.1's codes): a fault, or the database unavailable.
+        "server_error",
+        "temporarily_unavailable",
+    ]
     error_description: str
 
 
