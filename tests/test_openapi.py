@@ -76,6 +76,46 @@ async def test_document_lists_every_operation_with_errors_and_security(
     assert readiness["503"]["content"]["application/json"]["schema"] == error_ref
 
 
+async def test_every_operation_on_the_database_documents_its_503_and_every_answer_its_id(
+    service: RunningService,
+) -> None:
+    document = (await service.http.get("/openapi.json")).json()
+    headers = document["components"]["headers"]
+    for method, path in EXPECTED_OPERATIONS | {("get", "/checkout/{linkPaymentUuid}")}:
+        responses = document["paths"][path][method]["responses"]
+        unavailable = responses["503"]
+        assert unavailable["headers"]["Retry-After"] == {"$ref": "#/components/headers/RetryAfter"}
+        expected = "OAuthError" if path == "/oauth/v1/token" else "ErrorBody"
+        for status in ("500", "503"):
+            schema = responses[status]["content"]["application/json"]["schema"]
+            assert schema == {"$ref": f"#/components/schemas/{expected}"}, (path, status)
+        for status, answer in responses.items():
+            assert answer["headers"]["x-transaction-id"] == {
+                "$ref": "#/components/headers/TransactionId"
+            }, (path, status)
+        if "401" in responses:
+            assert "WWW-Authenticate" in responses["401"]["headers"]
+    assert set(headers) == {"TransactionId", "RetryAfter", "WWWAuthenticate"}
+    assert "503" not in document["paths"]["/health/live"]["get"]["responses"]
+    oauth_codes = document["components"]["schemas"]["OAuthError"]["properties"]["error"]["enum"]
+    assert {"server_error", "temporarily_unavailable"} <= set(oauth_codes)
+
+
+async def test_a_time_range_bound_is_documented_as_a_timestamp_or_a_date(
+    service: RunningService,
+) -> None:
+    """The service takes a bare date as the whole day: a client checking the document sends
+    one too."""
+    document = (await service.http.get("/openapi.json")).json()
+    both = [{"type": "string", "format": "date-time"}, {"type": "string", "format": "date"}]
+    for path in ("/webhook/v1/list/results", "/payment-link/v1/link-payment"):
+        for parameter in document["paths"][path]["get"]["parameters"]:
+            if parameter["name"] in ("startDate", "endDate"):
+                options = parameter["schema"]["anyOf"]
+                assert [o for o in options if o != {"type": "null"}] == both, (path, parameter)
+                assert "day" in parameter["description"]
+
+
 async def test_docs_page_is_served(service: RunningService) -> None:
     response = await service.http.get("/docs")
     assert response.status_code == 200

@@ -42,9 +42,9 @@ Tucano is a payments API for Brazil.
   signed per Standard Webhooks, and retries a failed delivery on `TUCANO_RETRY_SCHEDULE` (eight
   attempts over about a day by default) before giving it up as `EXHAUSTED`.
 * **Payment links** (`/payment-link/v1`): create a link for a payer and an amount, list, read and
-  report on links; the payer is to pay by card (up to 10 instalments) or PIX on the checkout page
-  at `urlPayment`, which is not built yet (that address answers 404 for now). In sandbox, a link
-  whose amount ends in 01 cents is paid by PIX on its own.
+  report on links. `urlPayment` opens the link's checkout page for its payer (amount,
+  instalments, verification code); paying on that page, by card (up to 10 instalments) or PIX,
+  is not built yet. In sandbox, a link whose amount ends in 01 cents is paid by PIX on its own.
 * **Authentication**: `POST /oauth/v1/token` with client credentials gives a bearer token.
 
 Every error has one body: `errorCode`, `message`, `timestamp`, `xTransactionId`, `errors`.
@@ -52,6 +52,8 @@ Every error has one body: `errorCode`, `message`, `timestamp`, `xTransactionId`,
 
 
 _SQLITE_HEALTH = "SELECT count(*) FROM sqlite_master"
+# Operations that answer without the database (no 503 of theirs to document).
+_WITHOUT_DATABASE = frozenset({"/health/live"})
 
 
 def create_app(
@@ -284,6 +286,23 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         "description": "Request headers over 32 KiB, names and values together.",
         "content": error_ref["content"],
     }
+    unexpected = {"description": "Unexpected system error.", "content": error_ref["content"]}
+    unavailable = {
+        "description": "The database cannot be used just now; retry after `Retry-After` seconds.",
+        "headers": {"Retry-After": {"$ref": "#/components/headers/RetryAfter"}},
+        "content": error_ref["content"],
+    }
+    schema["components"]["headers"] = {
+        "TransactionId": {
+            "description": "The request's x-transaction-id, or one generated for it.",
+            "schema": {"type": "string"},
+        },
+        "RetryAfter": {"description": "Seconds to wait.", "schema": {"type": "integer"}},
+        "WWWAuthenticate": {
+            "description": "The authentication scheme expected (RFC 9110 11.6.1).",
+            "schema": {"type": "string"},
+        },
+    }
     for path, path_item in schema.get("paths", {}).items():
         for operation in path_item.values():
             responses = operation.get("responses", {})
@@ -295,9 +314,17 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             responses.setdefault("431", too_many_headers)
             if "requestBody" in operation:
                 responses.setdefault("408", too_slow)
+            responses.setdefault("500", unexpected)
+            if path not in _WITHOUT_DATABASE:
+                responses.setdefault("503", unavailable)
             if oauth is not None:
-                for status in ("408", "413", "431"):
+                for status in ("408", "413", "431", "500", "503"):
                     responses[status] = {**responses[status], "content": oauth}
+            for status, answer in responses.items():
+                headers = answer["headers"] = dict(answer.get("headers", {}))
+                headers["x-transaction-id"] = {"$ref": "#/components/headers/TransactionId"}
+                if status == "401":
+                    headers["WWW-Authenticate"] = {"$ref": "#/components/headers/WWWAuthenticate"}
     for path_item in schema.get("paths", {}).values():
         for operation in path_item.values():
             for parameter in operation.get("parameters", []):

@@ -66,9 +66,10 @@ Money = Annotated[
         {
             "anyOf": [
                 _AMOUNT_NUMBER,
-                # Up to nine digits and two decimals, as the bounds allow (the lower bound, 0.01,
-                # JSON Schema cannot say of a string).
-                {"type": "string", "pattern": r"^[0-9]{1,9}(\.[0-9]{1,2})?$"},
+                # Up to nine digits and two decimals, as the bounds allow, leading and trailing
+                # zeros aside (at most 40 digits each side, as _DECIMAL_TEXT reads); the lower
+                # bound, 0.01, JSON Schema cannot say of a string.
+                {"type": "string", "pattern": r"^0{0,31}[0-9]{1,9}(\.[0-9]{1,2}0{0,38})?$"},
             ],
             "description": "0.01 to 999999999.99, at most two decimals (cents): a JSON number, "
             'or a string in plain decimal notation ("10.50").',

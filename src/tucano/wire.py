@@ -26,6 +26,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     PlainSerializer,
+    WithJsonSchema,
 )
 from pydantic.alias_generators import to_camel
 from starlette.exceptions import HTTPException
@@ -312,5 +313,11 @@ def _timestamp_parser(*, end_of_range: bool) -> Any:
 
 # Query parameters that bound a time range: ISO 8601 with or without offset (UTC assumed), or a
 # bare date meaning the start (or, for the end of a range, the last millisecond) of that day.
-RangeStart = Annotated[datetime, BeforeValidator(_timestamp_parser(end_of_range=False))]
-RangeEnd = Annotated[datetime, BeforeValidator(_timestamp_parser(end_of_range=True))]
+# Declared as either form in the OpenAPI document, so a client checking against it sends both.
+_RANGE_SCHEMA = WithJsonSchema(
+    {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "string", "format": "date"}]}
+)
+RangeStart = Annotated[
+    datetime, BeforeValidator(_timestamp_parser(end_of_range=False)), _RANGE_SCHEMA
+]
+RangeEnd = Annotated[datetime, BeforeValidator(_timestamp_parser(end_of_range=True)), _RANGE_SCHEMA]

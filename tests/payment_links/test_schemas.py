@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import functools
+import re
 import uuid
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
 from typing import NamedTuple
 
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import TypeAdapter, ValidationError
 
 from tucano import wire
+from tucano.app import create_app
+from tucano.money import Money
 from tucano.payment_links.schemas import PaymentLinkOut, PaymentView, link_document, status_at
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -73,3 +79,32 @@ def test_the_document_is_the_documented_shape(drawn: tuple[LinkRow, PaymentView 
     assert wire.loads(wire.dumps(model)) == wire.loads(document)
     assert model.status.description == status_at(link, NOW)
     assert model.amount == wire.loads(document)["amount"]
+
+
+@functools.cache
+def documented_amount_pattern() -> str:
+    schema = create_app().openapi()["components"]["schemas"]["PaymentLinkCreate"]
+    (pattern,) = [s["pattern"] for s in schema["properties"]["amount"]["anyOf"] if "pattern" in s]
+    return str(pattern)
+
+
+_AMOUNT_TEXT = st.from_regex(r"\A0{0,34}[0-9]{0,12}(\.[0-9]{0,4}0{0,38})?\Z", fullmatch=True)
+
+
+@given(_AMOUNT_TEXT)
+def test_the_documented_amount_pattern_takes_the_strings_create_takes(text: str) -> None:
+    """A client that checks an amount string against the OpenAPI document's pattern sends
+    exactly the strings that create accepts (above the lower bound, which a pattern cannot
+    say)."""
+    pattern = documented_amount_pattern()
+    try:
+        if Decimal(text) < Decimal("0.01"):
+            return
+    except InvalidOperation:
+        pass
+    try:
+        TypeAdapter(Money).validate_python(text)
+        accepted = True
+    except ValidationError:
+        accepted = False
+    assert (re.search(pattern, text) is not None) == accepted, text

@@ -54,11 +54,19 @@ async def list_results(
     status: Annotated[ResultStatusName | None, Query()] = None,
     start_date: Annotated[
         RangeStart | None,
-        Query(alias="startDate", description="Attempts at or after (ISO 8601, UTC)."),
+        Query(
+            alias="startDate",
+            description="Attempts at or after: an ISO 8601 timestamp (UTC when it has no "
+            "offset) or a date (from the start of that day, UTC).",
+        ),
     ] = None,
     end_date: Annotated[
         RangeEnd | None,
-        Query(alias="endDate", description="Attempts at or before (ISO 8601, UTC)."),
+        Query(
+            alias="endDate",
+            description="Attempts at or before: an ISO 8601 timestamp (UTC when it has no "
+            "offset) or a date (to the end of that day, UTC).",
+        ),
     ] = None,
 ) -> Response:
     if start_date is not None and end_date is not None and start_date > end_date:

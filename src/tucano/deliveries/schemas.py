@@ -23,8 +23,8 @@ class WebhookResult(ApiModel):
     attempt: int = Field(description="1-based, per delivery.")
     status: ResultStatusName = Field(
         description="SUCCESS (2xx); PENDING_RETRY (failed, retried at nextAttemptAt); EXHAUSTED "
-        "(failed, last attempt of the schedule); FAILED (not sent and not retried: the webhook "
-        "was inactive)."
+        "(failed, last attempt of the schedule); FAILED (not sent, or not retried: the webhook "
+        "was inactive, deleted, or now receives another event type; errorMessage says which)."
     )
     http_status: int | None = Field(description="Null when no response was received.")
     response_body: str | None = Field(description="The first 1 KiB of the response.")

@@ -58,10 +58,19 @@ router = APIRouter(prefix="/payment-link/v1", tags=["payment links"], route_clas
 async def link_filters(
     start_date: Annotated[
         RangeStart,
-        Query(alias="startDate", description="creationDate from (inclusive), ISO 8601 UTC."),
+        Query(
+            alias="startDate",
+            description="creationDate from (inclusive): an ISO 8601 timestamp (UTC when it "
+            "has no offset) or a date (from the start of that day, UTC).",
+        ),
     ],
     end_date: Annotated[
-        RangeEnd, Query(alias="endDate", description="creationDate to (inclusive), ISO 8601 UTC.")
+        RangeEnd,
+        Query(
+            alias="endDate",
+            description="creationDate to (inclusive): an ISO 8601 timestamp (UTC when it has "
+            "no offset) or a date (to the end of that day, UTC).",
+        ),
     ],
     payment_receipt: Annotated[
         str | None,
