@@ -265,6 +265,26 @@ def test_migrate_is_idempotent(tmp_path: Path) -> None:
         assert json.loads(result.stdout.strip().splitlines()[-1])["migrated"] is True
 
 
+def test_processes_migrating_one_new_sqlite_file_at_once_wait_for_each_other(
+    tmp_path: Path,
+) -> None:
+    """As when `tucano serve` and `tucano worker` start together on a new laptop: the first
+    migrates, the others wait for SQLite's write lock and find the schema done."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tucano.migrations import schema_problem
+
+    for attempt in range(3):
+        directory = tmp_path / str(attempt)
+        directory.mkdir()
+        with ThreadPoolExecutor(3) as pool:
+            results = list(pool.map(lambda cwd: run_tucano("migrate", cwd=cwd), [directory] * 3))
+        for result in results:
+            assert result.returncode == 0, result.stderr
+        url = f"sqlite+aiosqlite:///{directory / 'tucano.db'}"
+        assert schema_problem(url, migrating=False) is None
+
+
 def test_migrate_shows_the_database_without_its_password() -> None:
     from tucano.cli import _safe_url
 

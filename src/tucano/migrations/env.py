@@ -12,9 +12,18 @@ from tucano.models import metadata
 
 # Any fixed number: the key of the advisory lock that serialises migrations on PostgreSQL.
 MIGRATION_LOCK_KEY = 0x7C_A0_0001
+# SQLite: how long a migration waits for another process's write lock (another migration, say).
+SQLITE_LOCK_WAIT_SECONDS = 300.0
 
 
 def _run(connection: Connection) -> None:
+    if connection.dialect.name == "sqlite":
+        # SQLite's write lock, taken before Alembic reads the schema's revision: a process that
+        # starts while another migrates waits, then finds the schema at head. Alembic opens no
+        # transaction of its own on SQLite (and the driver none for DDL), so without this two
+        # processes migrating a new file at once each created tables the other had made; and a
+        # migration that fails now leaves nothing half done.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
     context.configure(
         connection=connection,
         target_metadata=metadata,
@@ -30,7 +39,12 @@ def _run(connection: Connection) -> None:
 
 
 async def _run_async(url: str) -> None:
-    engine = create_async_engine(url, poolclass=NullPool)
+    sqlite = url.startswith("sqlite")
+    engine = create_async_engine(
+        url,
+        poolclass=NullPool,
+        connect_args={"timeout": SQLITE_LOCK_WAIT_SECONDS} if sqlite else {},
+    )
     try:
         async with engine.connect() as connection:
             await connection.run_sync(_run)
