@@ -180,3 +180,13 @@ def test_durations() -> None:
     assert parse_duration("5d") == timedelta(days=5)
     with pytest.raises(ValueError, match="duration"):
         parse_duration("5 weeks")
+
+
+def test_previous_secret_keys_are_a_list_of_long_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUCANO_PREVIOUS_SECRET_KEYS", f" {'a' * 32} , {'b' * 40} ")
+    keys = load_settings().previous_secret_keys
+    assert [key.get_secret_value() for key in keys] == ["a" * 32, "b" * 40]
+    assert "a" * 32 not in repr(load_settings())  # kept out of logs and tracebacks
+    monkeypatch.setenv("TUCANO_PREVIOUS_SECRET_KEYS", f"{'a' * 32},short")
+    with pytest.raises(ConfigurationError, match="TUCANO_PREVIOUS_SECRET_KEYS"):
+        load_settings()

@@ -23,3 +23,10 @@ def test_readme_starts_with_the_two_commands() -> None:
     first_commands = re.findall(r"^\./scripts/(\w+)", readme, re.M)[:2]
     assert first_commands == ["serve", "test"]
     assert "./scripts/test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_setting_is_in_the_operations_table() -> None:
+    from tucano.config import Settings
+
+    rows = re.findall(r"^\| `(TUCANO_\w+)` \|", (ROOT / "docs" / "operations.md").read_text(), re.M)
+    assert sorted(rows) == sorted(f"TUCANO_{name.upper()}" for name in Settings.model_fields)

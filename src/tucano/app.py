@@ -73,6 +73,14 @@ def create_app(
         secret_key = await resolve_secret_key(settings, db)
         app.state.access_token_key = derive_key(secret_key, "access-token")
         app.state.checkout_key = derive_key(secret_key, CHECKOUT_KEY_PURPOSE)
+        # Checkout tokens in links payers hold outlive a change of key; access tokens do not.
+        app.state.checkout_keys = [
+            app.state.checkout_key,
+            *(
+                derive_key(key.get_secret_value().encode(), CHECKOUT_KEY_PURPOSE)
+                for key in settings.previous_secret_keys
+            ),
+        ]
         revoked = app.state.revoked_clients = RevokedClients()
         await revoked.refresh_at_start(db)
         stop = asyncio.Event()

@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     environment: Environment = Environment.SANDBOX
     public_url: str = DEFAULT_PUBLIC_URL
     secret_key: SecretStr | None = None
+    # Keys TUCANO_SECRET_KEY had before: the checkout tokens they signed (in urlPayment links
+    # payers already hold) still open their checkout. Access tokens they signed do not.
+    previous_secret_keys: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     webhook_allowed_networks: Annotated[
         list[ipaddress.IPv4Network | ipaddress.IPv6Network], NoDecode
     ] = Field(default_factory=list)
@@ -101,6 +104,11 @@ class Settings(BaseSettings):
     result_retention: Annotated[timedelta, NoDecode] = timedelta(days=90)
     # How often the maintenance jobs run (deactivating failing webhooks, pruning history).
     maintenance_interval_seconds: Seconds = Field(default=60.0, gt=0)
+
+    @field_validator("previous_secret_keys", mode="before")
+    @classmethod
+    def _parse_previous_keys(cls, value: Any) -> Any:
+        return _split_list(value)
 
     @field_validator("webhook_allowed_networks", mode="before")
     @classmethod
@@ -220,6 +228,8 @@ class Settings(BaseSettings):
             )
         if self.secret_key is not None and len(self.secret_key.get_secret_value()) < 32:
             raise ValueError("TUCANO_SECRET_KEY must be at least 32 characters long")
+        if any(len(key.get_secret_value()) < 32 for key in self.previous_secret_keys):
+            raise ValueError("each of TUCANO_PREVIOUS_SECRET_KEYS must be at least 32 characters")
         return self
 
     @model_validator(mode="after")

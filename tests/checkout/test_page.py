@@ -13,11 +13,13 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.helpers import Merchant, RunningService, assert_error_body
+from tests.conftest import TEST_SECRET_KEY, make_settings
+from tests.helpers import Merchant, RunningService, assert_error_body, start_service
 from tests.payment_links.test_api import create
 from tests.payment_links.test_payments import pay
 from tucano.checkout.router import brl
 from tucano.clock import clock
+from tucano.db import Database
 from tucano.errors import ErrorCode
 from tucano.payment_links.schemas import METHOD_CARD, METHOD_PIX
 
@@ -165,3 +167,34 @@ async def test_an_expired_link_opens_nothing(service: RunningService) -> None:
         frozen.advance(timedelta(seconds=2))  # past the token's own expiry too
         page = await open_page(service, checkout_path(link), **BROWSER)
         assert page.status_code == 410 and "expirou" in page.text
+
+
+async def test_links_payers_hold_still_open_after_the_secret_key_changes_if_it_is_kept_as_previous(
+    service: RunningService, merchant: Merchant, database_url: str
+) -> None:
+    """Changing TUCANO_SECRET_KEY voids every access token (operations.md says to, after a
+    leak); the old key in TUCANO_PREVIOUS_SECRET_KEYS keeps the urlPayment already sent to
+    payers working, and nothing else it signed."""
+    link = await create(merchant)
+    for previous, opens in (([TEST_SECRET_KEY], 200), ([], 404)):
+        database = Database(database_url)
+        changed = await start_service(
+            make_settings(database_url, secret_key="n" * 40, previous_secret_keys=previous),
+            database,
+        )
+        try:
+            page = await open_page(changed, checkout_path(link), **BROWSER)
+            assert page.status_code == opens, previous
+            old_token = await merchant.get("/webhook/v1/list")
+            assert old_token.status_code == 200  # on the service still using the old key
+            merchant.service = changed
+            try:
+                assert (await merchant.get("/webhook/v1/list")).status_code == 401
+            finally:
+                merchant.service = service
+            # Links signed with the new key open as before.
+            new_link = await create(await changed.merchant())
+            assert (await open_page(changed, checkout_path(new_link))).status_code == 200
+        finally:
+            await changed.stop()
+            await database.dispose()

@@ -133,7 +133,7 @@ async def test_create_answers_the_link_with_every_field(
     assert url.path == f"/checkout/{body['linkPaymentUuid']}"
     token = parse_qs(url.query)["token"][0]
     key = derive_key(service.settings.secret_key.get_secret_value().encode(), "checkout")  # type: ignore[union-attr]
-    verify_checkout_token(token, uuid.UUID(body["linkPaymentUuid"]), key=key, now=clock.now())
+    verify_checkout_token(token, uuid.UUID(body["linkPaymentUuid"]), keys=[key], now=clock.now())
 
 
 async def test_optional_fields_may_be_left_out(merchant: Merchant) -> None:

@@ -108,7 +108,7 @@ async def checkout_page(
             session,
             link_uuid=link_uuid,
             token=token,
-            key=request.app.state.checkout_key,
+            keys=request.app.state.checkout_keys,
             now=now,
         )
     except AppError as error:

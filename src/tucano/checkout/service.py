@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -31,12 +32,17 @@ class Checkout:
 
 
 async def open_checkout(
-    session: AsyncSession, *, link_uuid: uuid.UUID, token: str, key: bytes, now: datetime
+    session: AsyncSession,
+    *,
+    link_uuid: uuid.UUID,
+    token: str,
+    keys: Sequence[bytes],
+    now: datetime,
 ) -> Checkout:
     """The checkout of `link_uuid` if `token` opens it: 404 for a token that is missing,
     altered or another link's (saying which), 410 once the link has expired."""
     try:
-        verify_checkout_token(token, link_uuid, key=key, now=now)
+        verify_checkout_token(token, link_uuid, keys=keys, now=now)
     except ExpiredCheckoutToken:
         pass  # genuine, and this link's: it still shows a link paid in time (below)
     except InvalidCheckoutToken:

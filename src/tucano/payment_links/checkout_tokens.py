@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 
 import jwt
@@ -32,20 +33,30 @@ def issue_checkout_token(link_uuid: uuid.UUID, *, expires_at: datetime, key: byt
     return jwt.encode(claims, key, algorithm="HS256")
 
 
-def verify_checkout_token(token: str, link_uuid: uuid.UUID, *, key: bytes, now: datetime) -> None:
-    """Return quietly when `token` opens the checkout of `link_uuid` at `now`; raise otherwise."""
-    try:
-        claims = jwt.decode(
-            token,
-            key,
-            algorithms=["HS256"],
-            audience=AUDIENCE,
-            options={"require": ["exp", "sub"], "verify_exp": False},
-        )
-    except jwt.InvalidTokenError as exc:
-        raise InvalidCheckoutToken(
-            "the checkout token is malformed or its signature is invalid"
-        ) from exc
+def verify_checkout_token(
+    token: str, link_uuid: uuid.UUID, *, keys: Sequence[bytes], now: datetime
+) -> None:
+    """Return quietly when `token` opens the checkout of `link_uuid` at `now`; raise otherwise.
+    `keys`: the current key, then those it replaced (a token signed by any of them is genuine)."""
+    claims = None
+    for key in keys:
+        try:
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=["HS256"],
+                audience=AUDIENCE,
+                options={"require": ["exp", "sub"], "verify_exp": False},
+            )
+            break
+        except jwt.InvalidSignatureError:
+            continue
+        except jwt.InvalidTokenError as exc:
+            raise InvalidCheckoutToken(
+                "the checkout token is malformed or its signature is invalid"
+            ) from exc
+    if claims is None:
+        raise InvalidCheckoutToken("the checkout token is malformed or its signature is invalid")
     if claims.get("sub") != str(link_uuid):
         raise InvalidCheckoutToken("the checkout token is for another payment link")
     exp = claims.get("exp")
