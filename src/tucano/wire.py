@@ -311,6 +311,16 @@ def _timestamp_parser(*, end_of_range: bool) -> Any:
     return parse
 
 
+def range_is_reversed(start: datetime, end: datetime, *, start_as_sent: str | None) -> bool:
+    """Whether a time range's start (RangeStart) comes after its end (RangeEnd). A start finer
+    than the millisecond was moved up to the next one: a range inside one millisecond is then
+    one millisecond "reversed", and is empty, not an error."""
+    if start <= end:
+        return False
+    finer = start_as_sent is not None and _finer_than_milliseconds(start_as_sent)
+    return not (finer and start - end <= timedelta(milliseconds=1))
+
+
 # Query parameters that bound a time range: ISO 8601 with or without offset (UTC assumed), or a
 # bare date meaning the start (or, for the end of a range, the last millisecond) of that day.
 # Declared as either form in the OpenAPI document, so a client checking against it sends both.

@@ -578,6 +578,15 @@ async def test_results_refuse_bad_filters(
     assert any(line.startswith(message) for line in error["errors"]), error
 
 
+async def test_results_in_a_range_inside_one_millisecond_are_none_not_an_error(
+    merchant: Merchant,
+) -> None:
+    inside = {"startDate": "2026-01-01T10:00:00.0005Z", "endDate": "2026-01-01T10:00:00.0009Z"}
+    response = await merchant.get("/webhook/v1/list/results", params=inside)
+    assert response.status_code == 200, response.text
+    assert response.json()["totalElements"] == 0
+
+
 # --- redelivery, deactivation ---------------------------------------------------------------
 
 

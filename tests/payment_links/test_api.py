@@ -618,6 +618,14 @@ async def test_payer_names_sort_by_code_point_whatever_the_database_collation(
             {"startDate": "2026-02-01", "endDate": "2026-01-01"},
             "startDate must not be after endDate",
         ),
+        (
+            {"startDate": "2026-02-01", "endDate": "2026-01-31T23:59:59.999Z"},
+            "startDate must not be after endDate",
+        ),
+        (
+            {"startDate": "2026-01-01T10:00:00.002Z", "endDate": "2026-01-01T10:00:00.0009Z"},
+            "startDate must not be after endDate",
+        ),
         ({"status": "OPEN"}, "status must be one of"),
         ({"paymentMethod": 3}, "paymentMethod must be one of"),
         ({"paymentMethod": "pix"}, "paymentMethod must be one of"),
@@ -635,6 +643,26 @@ async def test_list_refuses_bad_parameters(
     response = await merchant.get(f"{BASE}/link-payment", params=query, headers=tx())
     error = assert_error_body(response, 400)
     assert any(line.startswith(message) for line in error["errors"]), error
+
+
+async def test_a_range_inside_one_millisecond_is_empty_not_reversed(merchant: Merchant) -> None:
+    """Times are kept to the millisecond: a start finer than that counts from the next one, and
+    an end up to its own. Such a range in one millisecond holds nothing; it is not an error."""
+    link = await create(merchant)
+    moment = link["creationDate"][:-1]  # ...T10:00:00.123
+    inside = {"startDate": moment + "5Z", "endDate": moment + "9Z"}
+    assert (await listing(merchant, **inside))["totalElements"] == 0
+    report = await merchant.get(f"{BASE}/report", params=inside, headers=tx())
+    assert report.status_code == 200 and report.json()["totalCount"] == 0
+    # The link's own millisecond, as sent, holds it.
+    whole = {"startDate": moment + "Z", "endDate": moment + "Z"}
+    assert (await listing(merchant, **whole))["totalElements"] == 1
+
+
+async def test_a_registration_number_filter_takes_any_punctuation(merchant: Merchant) -> None:
+    await create(merchant, registrationNumber="529.982.247-25")
+    spaced = "529 . 982 . 247 - 25"  # 20 characters, 11 digits
+    assert (await listing(merchant, registrationNumber=spaced))["totalElements"] == 1
 
 
 # --- B4 report ------------------------------------------------------------------------------
@@ -700,6 +728,10 @@ async def test_report_as_csv_lists_every_matched_link(merchant: Merchant) -> Non
     )
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/csv")
+    # One address, two representations by Accept: a cache must key on it.
+    assert response.headers["vary"] == "Accept"
+    as_json = await merchant.get(f"{BASE}/report", params=window(), headers=tx())
+    assert as_json.headers["vary"] == "Accept"
     rows = list(csv.DictReader(io.StringIO(response.text)))
     assert len(rows) == 3
     assert {r["linkPaymentUuid"] for r in rows} == {m["linkPaymentUuid"] for m in made}

@@ -27,7 +27,14 @@ from tucano.webhooks.events import EventType
 from tucano.webhooks.payloads import PAYLOAD_MODELS
 from tucano.webhooks.samples import sample_payload
 from tucano.webhooks.schemas import MAX_ID, WebhookIdInPath
-from tucano.wire import DecimalJSONRoute, RangeEnd, RangeStart, WholeNumber, json_response
+from tucano.wire import (
+    DecimalJSONRoute,
+    RangeEnd,
+    RangeStart,
+    WholeNumber,
+    json_response,
+    range_is_reversed,
+)
 
 router = APIRouter(
     prefix="/webhook/v1",
@@ -46,6 +53,7 @@ internal_router = APIRouter(prefix="/internal/v1", tags=["internal"], route_clas
     responses=error_responses(400, 401, 403),
 )
 async def list_results(
+    request: Request,
     caller: WebhookReader,
     session: ReadSessionDep,
     page: PageParams,
@@ -69,7 +77,13 @@ async def list_results(
         ),
     ] = None,
 ) -> Response:
-    if start_date is not None and end_date is not None and start_date > end_date:
+    if (
+        start_date is not None
+        and end_date is not None
+        and range_is_reversed(
+            start_date, end_date, start_as_sent=request.query_params.get("startDate")
+        )
+    ):
         raise BadRequest("startDate must not be after endDate")
     rows, total = await service.list_results(
         session,

@@ -33,6 +33,7 @@ from tucano.wire import (
     RangeEnd,
     RangeStart,
     json_response,
+    range_is_reversed,
 )
 
 
@@ -56,6 +57,7 @@ router = APIRouter(prefix="/payment-link/v1", tags=["payment links"], route_clas
 
 
 async def link_filters(
+    request: Request,
     start_date: Annotated[
         RangeStart,
         Query(
@@ -82,11 +84,17 @@ async def link_filters(
         Query(alias="paymentMethod", description="1 credit card, 2 PIX."),
     ] = None,
     registration_number: Annotated[
-        str | None, Query(alias="registrationNumber", max_length=18, description="CPF or CNPJ.")
+        str | None,
+        Query(
+            alias="registrationNumber",
+            # Room for punctuation and spaces, which are dropped before comparing.
+            max_length=40,
+            description="CPF or CNPJ, with or without punctuation.",
+        ),
     ] = None,
     user_reference: Annotated[str | None, Query(alias="userReference", max_length=77)] = None,
 ) -> service.LinkFilters:
-    if start_date > end_date:
+    if range_is_reversed(start_date, end_date, start_as_sent=request.query_params.get("startDate")):
         raise BadRequest("startDate must not be after endDate")
     return service.LinkFilters(
         start=start_date,
@@ -204,10 +212,13 @@ async def report_payment_links(
         return StreamingResponse(
             rows,
             media_type="text/csv; charset=utf-8",
-            headers={"Content-Disposition": 'attachment; filename="payment-links.csv"'},
+            headers={
+                "Content-Disposition": 'attachment; filename="payment-links.csv"',
+                "Vary": "Accept",
+            },
         )
     totals = await service.report(session, customer_id=caller.customer_id, filters=filters)
-    return json_response(PaymentLinkReport(**totals))
+    return json_response(PaymentLinkReport(**totals), headers={"Vary": "Accept"})
 
 
 @router.get(
