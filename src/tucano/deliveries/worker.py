@@ -40,7 +40,7 @@ import structlog
 
 from tucano.clock import clock
 from tucano.config import Settings
-from tucano.db import Database
+from tucano.db import Database, is_database_unavailable
 from tucano.deliveries import service
 from tucano.deliveries.models import ResultStatus
 from tucano.deliveries.retry import next_attempt_delay
@@ -60,6 +60,15 @@ log = structlog.get_logger("tucano.deliveries")
 
 RECORD_BATCH_MAX = 500
 RECORD_LINGER_SECONDS = 0.02
+# A batch of outcomes is retried for as long as the database is unavailable while the worker
+# runs (an outcome never recorded is a history without that attempt, and a second send once its
+# lease runs out); at shutdown, for this long at most, as the service manager is waiting.
+RECORD_AT_STOP_SECONDS = 5.0
+RECORD_RETRY_PAUSES = (0.2, 5.0)  # the first pause, doubled after each failure up to the second
+# A batch the database refuses for another reason (a fault, not an outage) is retried this often.
+RECORD_FAULT_RETRIES = 8
+# Pauses before giving claims back again after the database was unavailable.
+RELEASE_RETRY_PAUSES = (0.2, 1.0)
 # Claimed deliveries held here (waiting plus being sent) may reach PREFETCH times the
 # concurrency, so that claims come in large batches (a claim costs about the same for 10 rows as
 # for 200) and a sender that frees up never waits for one.
@@ -611,31 +620,72 @@ class DeliveryWorker:
             while self._outcomes:
                 batch = self._outcomes[:RECORD_BATCH_MAX]
                 del self._outcomes[:RECORD_BATCH_MAX]
-                await self._write(batch)
+                await self._write(batch, stopping=finished)
             if finished.is_set():
                 return
 
-    async def _write(self, batch: list[Outcome]) -> None:
-        """Record a batch, retrying while the database is unavailable: an outcome that is never
-        recorded only means its delivery is sent again when the lease runs out."""
-        delay = 0.2
-        for _ in range(8):
+    async def _write(self, batch: list[Outcome], *, stopping: asyncio.Event) -> None:
+        """Record a batch, retrying while the database is unavailable (see
+        RECORD_AT_STOP_SECONDS). A batch left unrecorded is logged: its deliveries are sent again
+        when their lease runs out."""
+        delay, longest = RECORD_RETRY_PAUSES
+        failures = faults = 0
+        give_up_at: float | None = None
+        while True:
             try:
                 await service.record_outcomes(self.database, batch)
+            except Exception as exc:
+                failures += 1
+                unavailable = is_database_unavailable(exc)
+                faults += not unavailable
+                if failures == 1 and not unavailable:
+                    log.exception("delivery_record_failed", batch=len(batch))
+                else:
+                    log.warning(
+                        "delivery_record_failed",
+                        batch=len(batch),
+                        error=exception_summary(exc)[:300],
+                        failuresInARow=failures,
+                    )
+            else:
+                if failures:
+                    log.info("delivery_record_resumed", batch=len(batch), failuresInARow=failures)
                 return
-            except Exception:
-                log.exception("delivery_record_failed", batch=len(batch))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5)
+            if stopping.is_set() and give_up_at is None:
+                give_up_at = time.monotonic() + RECORD_AT_STOP_SECONDS
+            if faults >= RECORD_FAULT_RETRIES or (
+                give_up_at is not None and time.monotonic() >= give_up_at
+            ):
+                log.error(
+                    "delivery_outcomes_unrecorded",
+                    batch=len(batch),
+                    eventIds=sorted({o.claimed.event_id for o in batch})[:20],
+                    why="sent again when their lease runs out",
+                )
+                return
+            wait = delay if give_up_at is None else min(delay, give_up_at - time.monotonic())
+            await asyncio.sleep(max(0.0, wait))
+            delay = min(delay * 2, longest)
 
     async def _release(self, claims: list[ClaimedDelivery], *, due_in: timedelta) -> None:
-        try:
-            cancelled = await service.release_claims(
-                self.database, claims, due_at=clock.now() + due_in, lease=self.lease
-            )
-        except Exception:
-            log.exception("delivery_release_failed", count=len(claims))
-            return
+        # Tried again after a lost connection (one the listener's loss often comes with): what
+        # is not given back waits out its lease unsent.
+        for pause in (*RELEASE_RETRY_PAUSES, None):
+            try:
+                cancelled = await service.release_claims(
+                    self.database, claims, due_at=clock.now() + due_in, lease=self.lease
+                )
+                break
+            except Exception as exc:
+                if pause is None or not is_database_unavailable(exc):
+                    log.exception("delivery_release_failed", count=len(claims))
+                    return
+                log.warning(
+                    "delivery_release_retried",
+                    count=len(claims),
+                    error=exception_summary(exc)[:300],
+                )
+                await asyncio.sleep(pause)
         # Their webhook was deleted while this worker held them, and nobody has recorded them
         # since: the deletion left their last record to it.
         self._record_deleted(cancelled)

@@ -1,0 +1,125 @@
+"""How the worker records outcomes while the database cannot take them: an outcome dropped is
+an attempt missing from the history and a second send once its lease runs out."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from tests.conftest import make_settings
+from tucano.clock import clock
+from tucano.db import Database
+from tucano.deliveries import service, worker
+from tucano.deliveries.models import ResultStatus
+from tucano.deliveries.worker import DeliveryWorker
+
+
+def outcome(event_id: str = "evt_1") -> service.Outcome:
+    now = clock.now()
+    claimed = service.ClaimedDelivery(
+        1, "token", event_id, "PIX_OUTBOUND", 7, 3, 1, b"{}", None, now + timedelta(minutes=1)
+    )
+    return service.Outcome(
+        claimed=claimed,
+        status=ResultStatus.SUCCESS,
+        target_url="https://hooks.example.com/x",
+        http_status=200,
+        response_body="",
+        error_message=None,
+        duration_ms=1,
+        attempted_at=now,
+        next_attempt_at=None,
+    )
+
+
+class FlakyDatabase:
+    """record_outcomes that fails `failures` times with `error`, then records."""
+
+    def __init__(self, failures: int, error: Exception) -> None:
+        self.failures = failures
+        self.error = error
+        self.calls = 0
+        self.recorded: list[service.Outcome] = []
+
+    async def record(self, _database: Any, outcomes: Sequence[service.Outcome]) -> None:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        self.recorded += outcomes
+
+
+@pytest.fixture
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker, "RECORD_RETRY_PAUSES", (0.001, 0.002))
+    monkeypatch.setattr(worker, "RECORD_AT_STOP_SECONDS", 0.05)
+
+
+def new_worker() -> DeliveryWorker:
+    settings = make_settings("sqlite+aiosqlite:///unused.db")
+    return DeliveryWorker(Database(settings.database_url), settings)
+
+
+async def test_outcomes_wait_out_a_database_outage_of_any_length(
+    monkeypatch: pytest.MonkeyPatch, quick_retries: None
+) -> None:
+    # Far more failures than the 8 tries (about 21 s) that used to drop the batch.
+    flaky = FlakyDatabase(50, ConnectionError("connection refused"))
+    monkeypatch.setattr(service, "record_outcomes", flaky.record)
+    with capture_logs() as logs:
+        await new_worker()._write([outcome()], stopping=asyncio.Event())
+    assert len(flaky.recorded) == 1 and flaky.calls == 51
+    assert [e["event"] for e in logs].count("delivery_record_failed") == 50
+    assert logs[-1]["event"] == "delivery_record_resumed"
+    assert "delivery_outcomes_unrecorded" not in [e["event"] for e in logs]
+
+
+async def test_at_shutdown_outcomes_are_given_up_after_a_bound_and_said_so(
+    monkeypatch: pytest.MonkeyPatch, quick_retries: None
+) -> None:
+    flaky = FlakyDatabase(10**9, ConnectionError("connection refused"))
+    monkeypatch.setattr(service, "record_outcomes", flaky.record)
+    stopping = asyncio.Event()
+    stopping.set()
+    with capture_logs() as logs:
+        await asyncio.wait_for(new_worker()._write([outcome("evt_9")], stopping=stopping), 5)
+    assert flaky.recorded == []
+    (unrecorded,) = [e for e in logs if e["event"] == "delivery_outcomes_unrecorded"]
+    assert unrecorded["batch"] == 1 and unrecorded["eventIds"] == ["evt_9"]
+
+
+async def test_a_batch_the_database_refuses_for_a_fault_is_not_retried_for_ever(
+    monkeypatch: pytest.MonkeyPatch, quick_retries: None
+) -> None:
+    """A fault, not an outage (say a value the table refuses): it would fail the same way each
+    time, and hold every later outcome behind it."""
+    flaky = FlakyDatabase(10**9, ValueError("not a valid row"))
+    monkeypatch.setattr(service, "record_outcomes", flaky.record)
+    with capture_logs() as logs:
+        await asyncio.wait_for(new_worker()._write([outcome()], stopping=asyncio.Event()), 5)
+    assert flaky.calls == worker.RECORD_FAULT_RETRIES
+    assert logs[-1]["event"] == "delivery_outcomes_unrecorded"
+
+
+async def test_claims_are_given_back_again_after_a_lost_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What is not given back waits out its lease unsent (the fault audit saw such give-backs
+    fail on connections an administrator had ended)."""
+    calls = []
+
+    async def release(_database: Any, claims: Any, **_: Any) -> list[Any]:
+        calls.append(claims)
+        if len(calls) == 1:
+            raise ConnectionError("connection was closed in the middle of operation")
+        return []
+
+    monkeypatch.setattr(service, "release_claims", release)
+    monkeypatch.setattr(worker, "RELEASE_RETRY_PAUSES", (0.001, 0.001))
+    held = [outcome().claimed]
+    await new_worker()._release(held, due_in=timedelta(0))
+    assert calls == [held, held]
