@@ -330,7 +330,7 @@ async def test_what_a_killed_worker_held_when_its_webhook_was_deleted_is_recorde
         assert await sweep_abandoned(private_database) >= 1
         await sweep_abandoned(private_database)
     assert await results_of(private_database, webhook_id) == [
-        (held.attempt, ResultStatus.FAILED, "not sent: the webhook was deleted")
+        (held.attempt, ResultStatus.FAILED, service.ABANDONED)
     ]
     # The results list's totals count it (they add up hour counts, not rows).
     async with private_database.session() as session:

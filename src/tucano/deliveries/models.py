@@ -118,20 +118,19 @@ class CancelledDelivery(Base):
     """A delivery that a worker held under its lease when its webhook was deleted. The deletion
     leaves its last record to that worker (it may be sending it); this row is what lets the
     record still be made if the worker never makes it (killed while holding it): once the lease
-    has run out with a margin, a periodic job records it as not sent, unless a record of that
-    attempt exists by then. See record_abandoned_cancellations."""
+    has run out with a margin, a periodic job records it as cancelled with its outcome unknown,
+    unless a record of that attempt exists by then. See record_abandoned_cancellations."""
 
     __tablename__ = "cancelled_deliveries"
     __table_args__ = (Index("ix_cancelled_deliveries_lease", "lease_until"),)
 
-    delivery_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    delivery_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     customer_id: Mapped[int] = mapped_column(BigInteger)
     webhook_id: Mapped[int] = mapped_column(BigInteger)
     event_id: Mapped[str] = mapped_column(String(40))
     event_type: Mapped[str] = mapped_column(String(40))
     target_url: Mapped[str] = mapped_column(String(2048))
     attempt: Mapped[int] = mapped_column(Integer)  # the one the holder was to make
-    reason: Mapped[str] = mapped_column(String(500))
     claimed_at: Mapped[datetime] = mapped_column(UTCDateTime)
     lease_until: Mapped[datetime] = mapped_column(UTCDateTime)
 

@@ -426,10 +426,10 @@ async def cancel_deliveries_to(
     pending = list(await session.execute(query))
     if not pending:
         return 0
-    await _record_not_sent(
+    await _record_cancelled(
         session,
         [
-            _NotSent(
+            _Cancelled(
                 p.id, customer_id, webhook_id, p.event_id, p.event_type, target_url, p.attempts + 1
             )
             for p in pending
@@ -450,7 +450,6 @@ async def cancel_deliveries_to(
                 "event_type": p.event_type,
                 "target_url": target_url,
                 "attempt": p.attempts + 1,
-                "reason": reason,
                 "claimed_at": p.updated_at,
                 "lease_until": p.lease_until,
             }
@@ -462,7 +461,7 @@ async def cancel_deliveries_to(
     return len(pending)
 
 
-class _NotSent(NamedTuple):
+class _Cancelled(NamedTuple):
     delivery_id: int
     customer_id: int
     webhook_id: int
@@ -472,10 +471,10 @@ class _NotSent(NamedTuple):
     attempt: int
 
 
-async def _record_not_sent(
-    session: AsyncSession, deliveries: Sequence[_NotSent], *, reason: str, now: datetime
+async def _record_cancelled(
+    session: AsyncSession, deliveries: Sequence[_Cancelled], *, reason: str, now: datetime
 ) -> None:
-    """The last record of cancelled deliveries: an attempt that was not sent (FAILED)."""
+    """The last record of cancelled deliveries (FAILED, saying why in `reason`)."""
     if not deliveries:
         return
     await insert_many(
@@ -516,12 +515,19 @@ async def _record_not_sent(
 # attempt starts well before the lease ends (worker.py) and is recorded within a second of its
 # answer, so only a holder that stopped (killed, or paused past this) leaves it unrecorded.
 ABANDONED_AFTER = timedelta(seconds=60)
+# Its worker may have been sending it, or have sent it, when it stopped: nobody knows.
+ABANDONED = (
+    "outcome unknown: the worker holding this delivery stopped before recording its attempt "
+    "(it may have reached the receiver or not), and the webhook was deleted meanwhile; this "
+    "delivery is cancelled"
+)
 
 
 async def record_abandoned_cancellations(session: AsyncSession, *, now: datetime) -> int:
-    """Record as not sent the deliveries cancelled under a lease (cancel_deliveries_to) whose
-    holder has not recorded them since, well after that lease ran out: the worker was killed
-    holding them. Safe in several processes at once: each row is taken by one DELETE."""
+    """Give their last record (FAILED, ABANDONED) to the deliveries cancelled under a lease
+    (cancel_deliveries_to) whose holder has not recorded them since, well after that lease ran
+    out: the worker was killed holding them. Safe in several processes at once: each row is
+    taken by one DELETE."""
     c = _CANCELLED.c
     due = select(c.delivery_id).where(c.lease_until <= now - ABANDONED_AFTER).limit(500)
     taken = list(
@@ -548,25 +554,23 @@ async def record_abandoned_cancellations(session: AsyncSession, *, now: datetime
             )
         )
     unrecorded = [row for row in taken if (row.delivery_id, row.attempt) not in recorded]
-    for reason in {row.reason for row in unrecorded}:
-        await _record_not_sent(
-            session,
-            [
-                _NotSent(
-                    row.delivery_id,
-                    row.customer_id,
-                    row.webhook_id,
-                    row.event_id,
-                    row.event_type,
-                    row.target_url,
-                    row.attempt,
-                )
-                for row in unrecorded
-                if row.reason == reason
-            ],
-            reason=reason,
-            now=now,
-        )
+    await _record_cancelled(
+        session,
+        [
+            _Cancelled(
+                row.delivery_id,
+                row.customer_id,
+                row.webhook_id,
+                row.event_id,
+                row.event_type,
+                row.target_url,
+                row.attempt,
+            )
+            for row in unrecorded
+        ],
+        reason=ABANDONED,
+        now=now,
+    )
     return len(unrecorded)
 
 

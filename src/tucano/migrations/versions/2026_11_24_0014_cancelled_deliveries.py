@@ -22,14 +22,13 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     op.create_table(
         "cancelled_deliveries",
-        sa.Column("delivery_id", sa.BigInteger(), nullable=False),
+        sa.Column("delivery_id", sa.BigInteger(), autoincrement=False, nullable=False),
         sa.Column("customer_id", sa.BigInteger(), nullable=False),
         sa.Column("webhook_id", sa.BigInteger(), nullable=False),
         sa.Column("event_id", sa.String(40), nullable=False),
         sa.Column("event_type", sa.String(40), nullable=False),
         sa.Column("target_url", sa.String(2048), nullable=False),
         sa.Column("attempt", sa.Integer(), nullable=False),
-        sa.Column("reason", sa.String(500), nullable=False),
         sa.Column("claimed_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("lease_until", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("delivery_id", name=op.f("pk_cancelled_deliveries")),
