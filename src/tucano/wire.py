@@ -12,7 +12,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Coroutine
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Annotated, Any
 
@@ -311,14 +311,31 @@ def _timestamp_parser(*, end_of_range: bool) -> Any:
     return parse
 
 
-def range_is_reversed(start: datetime, end: datetime, *, start_as_sent: str | None) -> bool:
-    """Whether a time range's start (RangeStart) comes after its end (RangeEnd). A start finer
-    than the millisecond was moved up to the next one: a range inside one millisecond is then
-    one millisecond "reversed", and is empty, not an error."""
+def range_is_reversed(
+    start: datetime, end: datetime, *, start_as_sent: str | None, end_as_sent: str | None
+) -> bool:
+    """Whether a time range's start (RangeStart) comes after its end (RangeEnd), as sent. A
+    start finer than the millisecond was moved up to the next one, and an end cut down to its
+    own: of two such bounds in one millisecond, the times as sent decide (the range is empty
+    either way, but one reversed is an error)."""
     if start <= end:
         return False
-    finer = start_as_sent is not None and _finer_than_milliseconds(start_as_sent)
-    return not (finer and start - end <= timedelta(milliseconds=1))
+    if start - end > timedelta(milliseconds=1) or not start_as_sent or not end_as_sent:
+        return True
+    sent = _instant_as_sent(start_as_sent), _instant_as_sent(end_as_sent)
+    return sent[0] is None or sent[1] is None or sent[0] > sent[1]
+
+
+def _instant_as_sent(text: str) -> datetime | None:
+    """A timestamp bound to the microsecond, as datetime reads it (None for a bare date)."""
+    text = text.strip()
+    if not re.search(r"[Tt ]", text):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("z", "Z"))
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
 
 
 # Query parameters that bound a time range: ISO 8601 with or without offset (UTC assumed), or a

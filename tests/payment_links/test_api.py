@@ -626,6 +626,10 @@ async def test_payer_names_sort_by_code_point_whatever_the_database_collation(
             {"startDate": "2026-01-01T10:00:00.002Z", "endDate": "2026-01-01T10:00:00.0009Z"},
             "startDate must not be after endDate",
         ),
+        (  # reversed inside one millisecond: the times as sent decide
+            {"startDate": "2026-01-01T10:00:00.0009Z", "endDate": "2026-01-01T10:00:00.0001Z"},
+            "startDate must not be after endDate",
+        ),
         ({"status": "OPEN"}, "status must be one of"),
         ({"paymentMethod": 3}, "paymentMethod must be one of"),
         ({"paymentMethod": "pix"}, "paymentMethod must be one of"),

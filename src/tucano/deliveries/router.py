@@ -81,7 +81,10 @@ async def list_results(
         start_date is not None
         and end_date is not None
         and range_is_reversed(
-            start_date, end_date, start_as_sent=request.query_params.get("startDate")
+            start_date,
+            end_date,
+            start_as_sent=request.query_params.get("startDate"),
+            end_as_sent=request.query_params.get("endDate"),
         )
     ):
         raise BadRequest("startDate must not be after endDate")

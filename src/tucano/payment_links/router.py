@@ -94,7 +94,12 @@ async def link_filters(
     ] = None,
     user_reference: Annotated[str | None, Query(alias="userReference", max_length=77)] = None,
 ) -> service.LinkFilters:
-    if range_is_reversed(start_date, end_date, start_as_sent=request.query_params.get("startDate")):
+    if range_is_reversed(
+        start_date,
+        end_date,
+        start_as_sent=request.query_params.get("startDate"),
+        end_as_sent=request.query_params.get("endDate"),
+    ):
         raise BadRequest("startDate must not be after endDate")
     return service.LinkFilters(
         start=start_date,
