@@ -285,6 +285,18 @@ def test_processes_migrating_one_new_sqlite_file_at_once_wait_for_each_other(
         assert schema_problem(url, migrating=False) is None
 
 
+def test_a_schema_at_head_is_not_held_up_by_another_process_writing(tmp_path: Path) -> None:
+    assert run_tucano("migrate", cwd=tmp_path).returncode == 0
+    writer = sqlite3.connect(tmp_path / "tucano.db")
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # as a worker's long write would hold it
+        result = run_tucano("migrate", cwd=tmp_path, timeout=20)  # it would wait 300 s
+        assert result.returncode == 0, result.stderr
+    finally:
+        writer.rollback()
+        writer.close()
+
+
 def test_migrate_shows_the_database_without_its_password() -> None:
     from tucano.cli import _safe_url
 

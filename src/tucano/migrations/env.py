@@ -16,13 +16,25 @@ MIGRATION_LOCK_KEY = 0x7C_A0_0001
 SQLITE_LOCK_WAIT_SECONDS = 300.0
 
 
+def _sqlite_at_head(connection: Connection) -> bool:
+    """Whether the schema is at this release's last migration (read without any lock)."""
+    if not connection.exec_driver_sql(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
+    ).first():
+        return False
+    current = {
+        row[0] for row in connection.exec_driver_sql("SELECT version_num FROM alembic_version")
+    }
+    return current == set(context.script.get_heads())
+
+
 def _run(connection: Connection) -> None:
-    if connection.dialect.name == "sqlite":
-        # SQLite's write lock, taken before Alembic reads the schema's revision: a process that
-        # starts while another migrates waits, then finds the schema at head. Alembic opens no
-        # transaction of its own on SQLite (and the driver none for DDL), so without this two
+    if connection.dialect.name == "sqlite" and not _sqlite_at_head(connection):
+        # SQLite's write lock, taken before Alembic reads the schema's revision again: a process
+        # that starts while another migrates waits, then finds the schema at head. Alembic opens
+        # no transaction of its own on SQLite (and the driver none for DDL), so without this two
         # processes migrating a new file at once each created tables the other had made; and a
-        # migration that fails now leaves nothing half done.
+        # migration that fails now leaves nothing half done. (At head, nothing waits for it.)
         connection.exec_driver_sql("BEGIN IMMEDIATE")
     context.configure(
         connection=connection,
