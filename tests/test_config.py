@@ -190,3 +190,11 @@ def test_previous_secret_keys_are_a_list_of_long_keys(monkeypatch: pytest.Monkey
     monkeypatch.setenv("TUCANO_PREVIOUS_SECRET_KEYS", f"{'a' * 32},short")
     with pytest.raises(ConfigurationError, match="TUCANO_PREVIOUS_SECRET_KEYS"):
         load_settings()
+    # A key with commas or edge spaces, which TUCANO_SECRET_KEY may hold: as a JSON array.
+    odd = " with, commas and spaces at both ends, 40+ chars "
+    monkeypatch.setenv("TUCANO_PREVIOUS_SECRET_KEYS", f'["{odd}", "{"c" * 32}"]')
+    keys = load_settings().previous_secret_keys
+    assert [key.get_secret_value() for key in keys] == [odd, "c" * 32]
+    monkeypatch.setenv("TUCANO_PREVIOUS_SECRET_KEYS", '["unterminated')
+    with pytest.raises(ConfigurationError, match="JSON array"):
+        load_settings()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 from datetime import timedelta
@@ -108,6 +109,12 @@ class Settings(BaseSettings):
     @field_validator("previous_secret_keys", mode="before")
     @classmethod
     def _parse_previous_keys(cls, value: Any) -> Any:
+        # A key may hold commas and spaces, as TUCANO_SECRET_KEY may: a JSON array keeps it whole.
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            try:
+                return json.loads(value)
+            except ValueError:
+                raise ValueError("is not a JSON array of strings") from None
         return _split_list(value)
 
     @field_validator("webhook_allowed_networks", mode="before")
