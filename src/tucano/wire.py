@@ -275,10 +275,16 @@ def _finer_than_milliseconds(text: str) -> bool:
 _OFFSET_WITH_SECONDS = re.compile(r"[Tt ].*[+-]\d\d:?\d\d:?\d\d([.,]\d*)?$")
 
 
+# A leap second (RFC 3339 allows 23:59:60), which datetime cannot hold: it comes after the last
+# millisecond of its minute's 59th second and before the next minute, so as a bound it reads as
+# the end of that second (a start then counts from the next millisecond, as any finer start does).
+_LEAP_SECOND = re.compile(r"(?<=[Tt ]\d\d:\d\d:)60(?:[.,]\d+)?")
+
+
 def _timestamp_parser(*, end_of_range: bool) -> Any:
     def parse(value: Any) -> Any:
         if isinstance(value, str):
-            text = value.strip()
+            text = _LEAP_SECOND.sub("59.9999999", value.strip(), count=1)
             if not re.search(r"[Tt ]", text):  # a date alone, in any ISO 8601 form: the whole day
                 try:
                     day = date.fromisoformat(text)
@@ -328,7 +334,7 @@ def range_is_reversed(
 
 def _instant_as_sent(text: str) -> datetime | None:
     """A timestamp bound to the microsecond, as datetime reads it (None for a bare date)."""
-    text = text.strip()
+    text = _LEAP_SECOND.sub("59.9999999", text.strip(), count=1)
     if not re.search(r"[Tt ]", text):
         return None
     try:

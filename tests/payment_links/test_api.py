@@ -658,6 +658,13 @@ async def test_a_range_inside_one_millisecond_is_empty_not_reversed(merchant: Me
     assert (await listing(merchant, **inside))["totalElements"] == 0
     report = await merchant.get(f"{BASE}/report", params=inside, headers=tx())
     assert report.status_code == 200 and report.json()["totalCount"] == 0
+    # A leap second (RFC 3339's 23:59:60) is a bound like any other, inside its minute's end.
+    leap = {"startDate": "2026-12-31T23:59:60Z", "endDate": "2026-12-31T23:59:60.5Z"}
+    assert (await listing(merchant, **leap))["totalElements"] == 0
+    year = {"startDate": "2026-01-01", "endDate": "2026-12-31T23:59:60Z"}
+    assert (await listing(merchant, **year))["totalElements"] == (
+        1 if link["creationDate"].startswith("2026") else 0
+    )
     # The link's own millisecond, as sent, holds it.
     whole = {"startDate": moment + "Z", "endDate": moment + "Z"}
     assert (await listing(merchant, **whole))["totalElements"] == 1
