@@ -109,12 +109,16 @@ class Settings(BaseSettings):
     @field_validator("previous_secret_keys", mode="before")
     @classmethod
     def _parse_previous_keys(cls, value: Any) -> Any:
-        # A key may hold commas and spaces, as TUCANO_SECRET_KEY may: a JSON array keeps it whole.
+        # A key may hold commas and spaces, as TUCANO_SECRET_KEY may: a JSON array of strings
+        # keeps them whole. Anything else is a comma-separated list (whose first key may well
+        # start with "[").
         if isinstance(value, str) and value.lstrip().startswith("["):
             try:
-                return json.loads(value)
+                keys = json.loads(value)
             except ValueError:
-                raise ValueError("is not a JSON array of strings") from None
+                keys = None
+            if isinstance(keys, list) and all(isinstance(key, str) for key in keys):
+                return keys
         return _split_list(value)
 
     @field_validator("webhook_allowed_networks", mode="before")

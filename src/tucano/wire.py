@@ -12,7 +12,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Coroutine
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Annotated, Any
 
@@ -322,26 +322,34 @@ def range_is_reversed(
 ) -> bool:
     """Whether a time range's start (RangeStart) comes after its end (RangeEnd), as sent. A
     start finer than the millisecond was moved up to the next one, and an end cut down to its
-    own: of two such bounds in one millisecond, the times as sent decide (the range is empty
-    either way, but one reversed is an error)."""
+    own: of two bounds in one millisecond, the times as sent decide (the range is empty either
+    way, but one reversed is an error)."""
     if start <= end:
         return False
     if start - end > timedelta(milliseconds=1) or not start_as_sent or not end_as_sent:
         return True
-    sent = _instant_as_sent(start_as_sent), _instant_as_sent(end_as_sent)
-    return sent[0] is None or sent[1] is None or sent[0] > sent[1]
+    first = _instant_as_sent(start_as_sent, end_of_range=False)
+    last = _instant_as_sent(end_as_sent, end_of_range=True)
+    return first is None or last is None or first > last
 
 
-def _instant_as_sent(text: str) -> datetime | None:
-    """A timestamp bound to the microsecond, as datetime reads it (None for a bare date)."""
+def _instant_as_sent(text: str, *, end_of_range: bool) -> tuple[datetime, str] | None:
+    """A bound exactly as sent: the instant to the microsecond in UTC, and any digits of its
+    fraction past the sixth (datetime drops them); a bare date is its day's first instant, or
+    for an end its last. None if it cannot be read (the bound was refused anyway)."""
     text = _LEAP_SECOND.sub("59.9999999", text.strip(), count=1)
-    if not re.search(r"[Tt ]", text):
-        return None
     try:
+        if not re.search(r"[Tt ]", text):
+            day = date.fromisoformat(text)
+            if end_of_range:
+                return datetime.combine(day, time.max, tzinfo=UTC), "9"
+            return datetime.combine(day, time.min, tzinfo=UTC), ""
         moment = datetime.fromisoformat(text.replace("z", "Z"))
-        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+        moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     except (ValueError, OverflowError):
         return None
+    fraction = _FRACTION.search(text)
+    return moment, (fraction.group(1)[6:].rstrip("0") if fraction else "")
 
 
 # Query parameters that bound a time range: ISO 8601 with or without offset (UTC assumed), or a

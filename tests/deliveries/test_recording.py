@@ -44,10 +44,12 @@ class FlakyDatabase:
         self.failures = failures
         self.error = error
         self.calls = 0
+        self.tried = asyncio.Event()
         self.recorded: list[service.Outcome] = []
 
     async def record(self, _database: Any, outcomes: Sequence[service.Outcome]) -> None:
         self.calls += 1
+        self.tried.set()
         if self.calls <= self.failures:
             raise self.error
         self.recorded += outcomes
@@ -123,3 +125,46 @@ async def test_claims_are_given_back_again_after_a_lost_connection(
     held = [outcome().claimed]
     await new_worker()._release(held, due_in=timedelta(0))
     assert calls == [held, held]
+
+
+async def test_no_claims_while_outcomes_wait_for_the_database(
+    monkeypatch: pytest.MonkeyPatch, quick_retries: None
+) -> None:
+    """Once the database is back, a claim that came before the record could take this worker's
+    own deliveries again (their lease run out meanwhile) and send them a second time."""
+    flaky = FlakyDatabase(3, ConnectionError("connection refused"))
+    monkeypatch.setattr(service, "record_outcomes", flaky.record)
+    claims: list[int] = []
+
+    async def claim(_database: Any, *, limit: int, **_: Any) -> service.Claim:
+        claims.append(limit)
+        return service.Claim([], more_due=False)
+
+    monkeypatch.setattr(service, "claim_due_deliveries", claim)
+    delivery_worker = new_worker()
+    # The first try fails at once: from then on until the record lands, no claim goes out.
+    writing = asyncio.create_task(delivery_worker._write([outcome()], stopping=asyncio.Event()))
+    await flaky.tried.wait()
+    await delivery_worker._claim(10)
+    assert claims == []
+    await writing
+    await delivery_worker._claim(10)
+    assert claims == [10] and len(flaky.recorded) == 1
+
+
+async def test_the_allowance_at_shutdown_is_one_for_all_batches(
+    monkeypatch: pytest.MonkeyPatch, quick_retries: None
+) -> None:
+    flaky = FlakyDatabase(10**9, ConnectionError("connection refused"))
+    monkeypatch.setattr(service, "record_outcomes", flaky.record)
+    monkeypatch.setattr(worker, "RECORD_AT_STOP_SECONDS", 0.3)
+    stopping = asyncio.Event()
+    stopping.set()
+    delivery_worker = new_worker()
+    started = asyncio.get_running_loop().time()
+    with capture_logs() as logs:
+        for batch in range(4):
+            await delivery_worker._write([outcome(f"evt_{batch}")], stopping=stopping)
+    assert asyncio.get_running_loop().time() - started < 0.6  # not 4 x 0.3 s
+    unrecorded = [e for e in logs if e["event"] == "delivery_outcomes_unrecorded"]
+    assert [e["eventIds"] for e in unrecorded] == [[f"evt_{b}"] for b in range(4)]

@@ -289,6 +289,11 @@ class DeliveryWorker:
         self._more_due = False
         self._claim_failures = 0  # in a row
         self._claims_paused_until = 0.0  # monotonic
+        # Outcomes the database has not taken yet (an outage): no claims meanwhile, or, once it
+        # is back, this worker could take its own deliveries again (their lease run out) before
+        # recording that it sent them, and send them twice.
+        self._unrecorded = False
+        self._record_give_up_at: float | None = None  # monotonic, once stopping
         # Webhooks changed or deleted lately (monotonic time, deleted?): a claim that started
         # before the change read the old values.
         self._changes: dict[int, tuple[float, bool]] = {}
@@ -372,7 +377,7 @@ class DeliveryWorker:
     async def _claim(self, room: int) -> None:
         dispatcher = self._dispatcher
         started = time.monotonic()
-        if started < self._claims_paused_until:
+        if started < self._claims_paused_until or self._unrecorded:
             return
         full = [
             t
@@ -630,13 +635,25 @@ class DeliveryWorker:
         when their lease runs out."""
         delay, longest = RECORD_RETRY_PAUSES
         failures = faults = 0
-        give_up_at: float | None = None
         while True:
+            if stopping.is_set() and self._record_give_up_at is None:
+                # One allowance for the whole stop, whatever the number of batches.
+                self._record_give_up_at = time.monotonic() + RECORD_AT_STOP_SECONDS
+            left = (
+                None
+                if self._record_give_up_at is None
+                else self._record_give_up_at - time.monotonic()
+            )
+            if (left is not None and left <= 0) or faults >= RECORD_FAULT_RETRIES:
+                self._log_unrecorded(batch)
+                return
             try:
-                await service.record_outcomes(self.database, batch)
+                # Bounded at stop: a try may otherwise hang on a connection that never comes.
+                await asyncio.wait_for(service.record_outcomes(self.database, batch), left)
             except Exception as exc:
                 failures += 1
-                unavailable = is_database_unavailable(exc)
+                self._unrecorded = True
+                unavailable = isinstance(exc, TimeoutError) or is_database_unavailable(exc)
                 faults += not unavailable
                 if failures == 1 and not unavailable:
                     log.exception("delivery_record_failed", batch=len(batch))
@@ -650,22 +667,24 @@ class DeliveryWorker:
             else:
                 if failures:
                     log.info("delivery_record_resumed", batch=len(batch), failuresInARow=failures)
+                self._unrecorded = False
+                self._attention.set()  # claims may go on
                 return
-            if stopping.is_set() and give_up_at is None:
-                give_up_at = time.monotonic() + RECORD_AT_STOP_SECONDS
-            if faults >= RECORD_FAULT_RETRIES or (
-                give_up_at is not None and time.monotonic() >= give_up_at
-            ):
-                log.error(
-                    "delivery_outcomes_unrecorded",
-                    batch=len(batch),
-                    eventIds=sorted({o.claimed.event_id for o in batch})[:20],
-                    why="sent again when their lease runs out",
-                )
-                return
-            wait = delay if give_up_at is None else min(delay, give_up_at - time.monotonic())
-            await asyncio.sleep(max(0.0, wait))
+            if self._record_give_up_at is not None:
+                delay = min(delay, max(0.0, self._record_give_up_at - time.monotonic()))
+            await asyncio.sleep(delay)
             delay = min(delay * 2, longest)
+
+    def _log_unrecorded(self, batch: list[Outcome]) -> None:
+        self._unrecorded = False
+        event_ids = sorted({o.claimed.event_id for o in batch})
+        for start in range(0, len(event_ids), 50):  # lines of a readable length
+            log.error(
+                "delivery_outcomes_unrecorded",
+                batch=len(batch),
+                eventIds=event_ids[start : start + 50],
+                why="sent again when their lease runs out",
+            )
 
     async def _release(self, claims: list[ClaimedDelivery], *, due_in: timedelta) -> None:
         # Tried again after a lost connection (one the listener's loss often comes with): what
