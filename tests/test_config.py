@@ -195,7 +195,10 @@ def test_previous_secret_keys_are_a_list_of_long_keys(monkeypatch: pytest.Monkey
     monkeypatch.setenv("TUCANO_PREVIOUS_SECRET_KEYS", f'["{odd}", "{"c" * 32}"]')
     keys = load_settings().previous_secret_keys
     assert [key.get_secret_value() for key in keys] == [odd, "c" * 32]
-    # Not a JSON array of strings: a comma-separated list, as before JSON was read.
+    monkeypatch.setenv("TUCANO_PREVIOUS_SECRET_KEYS", f'["{"f" * 32}", 5]')
+    with pytest.raises(ConfigurationError, match="JSON array of strings"):
+        load_settings()
+    # Not written as an array: a comma-separated list, as before JSON was read.
     bracketed = "[" + "d" * 40
     monkeypatch.setenv("TUCANO_PREVIOUS_SECRET_KEYS", f"{bracketed},{'e' * 32}")
     keys = load_settings().previous_secret_keys

@@ -33,9 +33,16 @@ def reversed_as_sent(start: str, end: str) -> bool:
         ("2026-01-02", "2026-01-01", True),
         # Offsets are applied before comparing.
         ("2026-01-01T07:00:00.0005-03:00", "2026-01-01T10:00:00.0009Z", False),
-        # A leap second is the end of its minute's last second.
+        ("2026-01-15T23:59:59.99999999Z", "2026-01-15", False),
+        ("2026-01-15T20:59:59.99999999-03:00", "2026-01-15", False),
+        # A leap second comes after every fraction of the second before it.
         ("2026-12-31T23:59:60Z", "2026-12-31T23:59:60Z", False),
         ("2026-12-31T23:59:60Z", "2026-12-31T23:59:59.9999Z", True),
+        ("2026-12-31T23:59:60Z", "2026-12-31T23:59:59.99999999Z", True),
+        ("2026-12-31T23:59:59.99999999Z", "2026-12-31T23:59:60Z", False),
+        ("2026-12-31T23:59:60.5Z", "2026-12-31T23:59:60.2Z", True),
+        ("2026-12-31T23:59:60.2Z", "2026-12-31T23:59:60,5Z", False),
+        ("2026-12-31T23:59:60.5Z", "2026-12-31", False),
     ],
 )
 def test_a_range_is_reversed_only_when_its_start_as_sent_comes_after_its_end(

@@ -110,15 +110,16 @@ class Settings(BaseSettings):
     @classmethod
     def _parse_previous_keys(cls, value: Any) -> Any:
         # A key may hold commas and spaces, as TUCANO_SECRET_KEY may: a JSON array of strings
-        # keeps them whole. Anything else is a comma-separated list (whose first key may well
-        # start with "[").
-        if isinstance(value, str) and value.lstrip().startswith("["):
+        # keeps them whole. Anything not written as an array (from "[" to "]") is a
+        # comma-separated list, whose first key may well start with "[".
+        if isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]"):
             try:
                 keys = json.loads(value)
             except ValueError:
                 keys = None
-            if isinstance(keys, list) and all(isinstance(key, str) for key in keys):
-                return keys
+            if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
+                raise ValueError("must be a JSON array of strings, or keys separated by commas")
+            return keys
         return _split_list(value)
 
     @field_validator("webhook_allowed_networks", mode="before")

@@ -333,23 +333,35 @@ def range_is_reversed(
     return first is None or last is None or first > last
 
 
+# Past the sixth digit of a second's fraction, compared as text: digits sort as the fractions
+# they write do, and these sort after any of them.
+_LEAP = "A"  # a leap second: after every fraction of the second before it
+_WHOLE_DAY = "B"  # a bare date as an end: after everything that day, leap second included
+
+
 def _instant_as_sent(text: str, *, end_of_range: bool) -> tuple[datetime, str] | None:
-    """A bound exactly as sent: the instant to the microsecond in UTC, and any digits of its
-    fraction past the sixth (datetime drops them); a bare date is its day's first instant, or
-    for an end its last. None if it cannot be read (the bound was refused anyway)."""
-    text = _LEAP_SECOND.sub("59.9999999", text.strip(), count=1)
+    """A bound exactly as sent: the instant to the microsecond in UTC, and what comes after
+    (the digits of its fraction past the sixth, which datetime drops; a leap second; a bare
+    date's whole day). None if it cannot be read (the bound was refused anyway)."""
+    text = text.strip()
+    leap = _LEAP_SECOND.search(text)
+    after = ""
+    if leap:
+        after = _LEAP + leap.group(0)[3:].rstrip("0")
+        text = text[: leap.start()] + "59.999999" + text[leap.end() :]
     try:
         if not re.search(r"[Tt ]", text):
             day = date.fromisoformat(text)
             if end_of_range:
-                return datetime.combine(day, time.max, tzinfo=UTC), "9"
+                return datetime.combine(day, time.max, tzinfo=UTC), _WHOLE_DAY
             return datetime.combine(day, time.min, tzinfo=UTC), ""
         moment = datetime.fromisoformat(text.replace("z", "Z"))
         moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     except (ValueError, OverflowError):
         return None
-    fraction = _FRACTION.search(text)
-    return moment, (fraction.group(1)[6:].rstrip("0") if fraction else "")
+    if not leap and (fraction := _FRACTION.search(text)):
+        after = fraction.group(1)[6:].rstrip("0")
+    return moment, after
 
 
 # Query parameters that bound a time range: ISO 8601 with or without offset (UTC assumed), or a

@@ -132,7 +132,7 @@ async def test_no_claims_while_outcomes_wait_for_the_database(
 ) -> None:
     """Once the database is back, a claim that came before the record could take this worker's
     own deliveries again (their lease run out meanwhile) and send them a second time."""
-    flaky = FlakyDatabase(3, ConnectionError("connection refused"))
+    flaky = FlakyDatabase(10**9, ConnectionError("connection refused"))
     monkeypatch.setattr(service, "record_outcomes", flaky.record)
     claims: list[int] = []
 
@@ -142,12 +142,14 @@ async def test_no_claims_while_outcomes_wait_for_the_database(
 
     monkeypatch.setattr(service, "claim_due_deliveries", claim)
     delivery_worker = new_worker()
-    # The first try fails at once: from then on until the record lands, no claim goes out.
     writing = asyncio.create_task(delivery_worker._write([outcome()], stopping=asyncio.Event()))
     await flaky.tried.wait()
+    await asyncio.sleep(0.05)  # the failure seen: retried every 2 ms meanwhile
+    assert delivery_worker._unrecorded
     await delivery_worker._claim(10)
     assert claims == []
-    await writing
+    flaky.failures = 0  # the database is back
+    await asyncio.wait_for(writing, 5)
     await delivery_worker._claim(10)
     assert claims == [10] and len(flaky.recorded) == 1
 
@@ -168,3 +170,56 @@ async def test_the_allowance_at_shutdown_is_one_for_all_batches(
     assert asyncio.get_running_loop().time() - started < 0.6  # not 4 x 0.3 s
     unrecorded = [e for e in logs if e["event"] == "delivery_outcomes_unrecorded"]
     assert [e["eventIds"] for e in unrecorded] == [[f"evt_{b}"] for b in range(4)]
+
+
+async def test_claims_wait_until_every_outcome_queued_meanwhile_is_recorded(
+    monkeypatch: pytest.MonkeyPatch, quick_retries: None
+) -> None:
+    """Outcomes that came while a batch waited for the database may be of deliveries whose
+    lease ran out during the outage too: claims wait for them as well."""
+    delivery_worker = new_worker()
+    flaky = FlakyDatabase(2, ConnectionError("connection refused"))
+
+    async def record(database: Any, outcomes: Sequence[service.Outcome]) -> None:
+        if flaky.calls == 0:
+            delivery_worker._outcomes.append(outcome("evt_b"))  # finished meanwhile
+        await flaky.record(database, outcomes)
+
+    monkeypatch.setattr(service, "record_outcomes", record)
+    await delivery_worker._write([outcome("evt_a")], stopping=asyncio.Event())
+    assert delivery_worker._unrecorded
+    queued = delivery_worker._outcomes[:]
+    delivery_worker._outcomes.clear()
+    await delivery_worker._write(queued, stopping=asyncio.Event())
+    assert not delivery_worker._unrecorded
+    assert [o.claimed.event_id for o in flaky.recorded] == ["evt_a", "evt_b"]
+
+
+async def test_a_worker_gated_by_unrecorded_outcomes_still_stops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The claim loop must wait while claims are held back, not spin: a spinning loop starved
+    the recorder that would have released it, and the stop itself."""
+    delivery_worker = new_worker()
+    delivery_worker._unrecorded = True
+    delivery_worker._more_due = True  # the last claim was full
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.3, stop.set)
+    await asyncio.wait_for(delivery_worker.run(stop), 10)
+
+
+async def test_a_try_under_way_at_the_stop_is_given_up_with_the_allowance(
+    monkeypatch: pytest.MonkeyPatch, quick_retries: None
+) -> None:
+    """A database that hangs rather than refuses: the try began before the stop."""
+    monkeypatch.setattr(worker, "RECORD_AT_STOP_SECONDS", 0.2)
+
+    async def hang(_database: Any, _outcomes: Any) -> None:
+        await asyncio.sleep(60)
+
+    monkeypatch.setattr(service, "record_outcomes", hang)
+    stopping = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.1, stopping.set)
+    with capture_logs() as logs:
+        await asyncio.wait_for(new_worker()._write([outcome()], stopping=stopping), 2)
+    assert logs[-1]["event"] == "delivery_outcomes_unrecorded"

@@ -378,6 +378,9 @@ class DeliveryWorker:
         dispatcher = self._dispatcher
         started = time.monotonic()
         if started < self._claims_paused_until or self._unrecorded:
+            # Nothing claimed, so nothing known to be due: the loop waits for the poll (or the
+            # record's wake-up) instead of coming straight back here.
+            self._more_due = False
             return
         full = [
             t
@@ -648,8 +651,7 @@ class DeliveryWorker:
                 self._log_unrecorded(batch)
                 return
             try:
-                # Bounded at stop: a try may otherwise hang on a connection that never comes.
-                await asyncio.wait_for(service.record_outcomes(self.database, batch), left)
+                await self._try_record(batch, stopping)
             except Exception as exc:
                 failures += 1
                 self._unrecorded = True
@@ -667,13 +669,37 @@ class DeliveryWorker:
             else:
                 if failures:
                     log.info("delivery_record_resumed", batch=len(batch), failuresInARow=failures)
-                self._unrecorded = False
-                self._attention.set()  # claims may go on
+                # Claims go on once no outcome is left to record (those that came meanwhile,
+                # still queued, may be of deliveries whose lease ran out during the outage).
+                self._unrecorded = self._unrecorded and bool(self._outcomes)
+                self._attention.set()
                 return
             if self._record_give_up_at is not None:
                 delay = min(delay, max(0.0, self._record_give_up_at - time.monotonic()))
             await asyncio.sleep(delay)
             delay = min(delay * 2, longest)
+
+    async def _try_record(self, batch: list[Outcome], stopping: asyncio.Event) -> None:
+        """One try at recording `batch`; once stopping, given up (TimeoutError) when the stop's
+        allowance runs out, even if it began before the stop (a database that hangs rather than
+        refuses would otherwise hold the stop for ever)."""
+        record = asyncio.ensure_future(service.record_outcomes(self.database, batch))
+        # A try given up is not waited for; whatever it ends in is not news.
+        record.add_done_callback(lambda task: task.cancelled() or task.exception())
+        while not record.done():
+            if self._record_give_up_at is None:
+                stop = asyncio.ensure_future(stopping.wait())
+                await asyncio.wait({record, stop}, return_when=asyncio.FIRST_COMPLETED)
+                stop.cancel()
+                if stopping.is_set() and self._record_give_up_at is None:
+                    self._record_give_up_at = time.monotonic() + RECORD_AT_STOP_SECONDS
+                continue
+            left = self._record_give_up_at - time.monotonic()
+            if left <= 0:
+                record.cancel()
+                raise TimeoutError("the stop's allowance for recording ran out")
+            await asyncio.wait({record}, timeout=left)
+        record.result()
 
     def _log_unrecorded(self, batch: list[Outcome]) -> None:
         self._unrecorded = False
