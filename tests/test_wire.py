@@ -49,3 +49,10 @@ def test_a_range_is_reversed_only_when_its_start_as_sent_comes_after_its_end(
     start: str, end: str, reversed_: bool
 ) -> None:
     assert reversed_as_sent(start, end) is reversed_
+
+
+@pytest.mark.parametrize("sent", ["2026-01-15T10.5", "2026-01-15T10:30.5", "2026-01-15T1030,5Z"])
+def test_a_fraction_of_an_hour_or_a_minute_is_refused_not_read_as_of_a_second(sent: str) -> None:
+    with pytest.raises(ValueError, match="must give seconds before a fraction"):
+        TypeAdapter(RangeStart).validate_python(sent)
+    assert TypeAdapter(RangeEnd).validate_python("2026-01-15T10:30:15,5Z").microsecond == 500000

@@ -273,6 +273,9 @@ def _finer_than_milliseconds(text: str) -> bool:
 
 
 _OFFSET_WITH_SECONDS = re.compile(r"[Tt ].*[+-]\d\d:?\d\d:?\d\d([.,]\d*)?$")
+# A fraction of an hour or of a minute (ISO 8601's 10.5 is 10:30), which Python reads as a
+# fraction of a second (10:00:00.5): refused rather than read wrongly.
+_FRACTION_WITHOUT_SECONDS = re.compile(r"[Tt ]\d\d(?::?\d\d)?[.,]")
 
 
 # A leap second (RFC 3339 allows 23:59:60), which datetime cannot hold: it comes after the last
@@ -299,6 +302,10 @@ def _timestamp_parser(*, end_of_range: bool) -> Any:
                 raise ValueError(
                     "must be an ISO 8601 timestamp such as 2026-01-15T10:30:00.000Z"
                 ) from None
+            if _FRACTION_WITHOUT_SECONDS.search(text):
+                raise ValueError(
+                    "must give seconds before a fraction, such as 2026-01-15T10:30:00.500Z"
+                )
             if _OFFSET_WITH_SECONDS.search(text):
                 # Python reads "+00:00:00.000001" (and drops its fraction); ISO 8601 offsets are
                 # hours and minutes.

@@ -626,6 +626,9 @@ async def test_payer_names_sort_by_code_point_whatever_the_database_collation(
             {"startDate": "2026-01-01T10:00:00.002Z", "endDate": "2026-01-01T10:00:00.0009Z"},
             "startDate must not be after endDate",
         ),
+        # ISO 8601's fraction of an hour or minute, which Python would read as of a second.
+        ({"startDate": "2026-01-15T10.5"}, "startDate must give seconds before a fraction"),
+        ({"endDate": "2026-01-15T10:30,5Z"}, "endDate must give seconds before a fraction"),
         (  # reversed inside one millisecond: the times as sent decide
             {"startDate": "2026-01-01T10:00:00.0009Z", "endDate": "2026-01-01T10:00:00.0001Z"},
             "startDate must not be after endDate",
