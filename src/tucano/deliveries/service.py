@@ -15,7 +15,7 @@ import hashlib
 import secrets
 import sqlite3
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, cast
@@ -537,22 +537,17 @@ async def record_abandoned_cancellations(session: AsyncSession, *, now: datetime
     )
     if not taken:
         return 0
-    recorded: set[tuple[int, int]] = set()
-    r = _RESULTS.c
-    for row in taken:  # few, and each an index range of its webhook since the claim
-        recorded.update(
-            (found.delivery_id, found.attempt)
-            for found in await session.execute(
-                select(r.delivery_id, r.attempt).where(
-                    r.customer_id == row.customer_id,
-                    r.webhook_id == row.webhook_id,
-                    # Attempt numbers are the delivery's own; the time only bounds the search
-                    # (with room for the clocks of other machines).
-                    r.attempted_at >= row.claimed_at - ABANDONED_AFTER,
-                    r.delivery_id == row.delivery_id,
-                )
+    recorded = await _recorded_since_claimed(
+        session,
+        # Attempt numbers are the delivery's own; the time only bounds the search (with room
+        # for the clocks of other machines).
+        (
+            _Held(
+                row.customer_id, row.webhook_id, row.delivery_id, row.claimed_at - ABANDONED_AFTER
             )
-        )
+            for row in taken
+        ),
+    )
     unrecorded = [row for row in taken if (row.delivery_id, row.attempt) not in recorded]
     await _record_cancelled(
         session,
@@ -1100,19 +1095,32 @@ async def release_claims(
         cancelled = [c for c in gone if c.webhook_id not in existing]
         # Unless it was already recorded since the claim: by the deletion (whose time the lease
         # had run out by), or by another worker that took it after this lease.
-        recorded = await _recorded_since_claimed(session, cancelled, lease=lease)
+        recorded = await _recorded_since_claimed(
+            session,
+            (
+                _Held(c.customer_id, c.webhook_id, c.delivery_id, c.lease_until - lease)
+                for c in cancelled
+            ),
+        )
         await session.commit()
     return [c for c in cancelled if (c.delivery_id, c.attempt) not in recorded]
 
 
+class _Held(NamedTuple):
+    customer_id: int
+    webhook_id: int
+    delivery_id: int
+    claimed_at: datetime
+
+
 async def _recorded_since_claimed(
-    session: AsyncSession, claims: Sequence[ClaimedDelivery], *, lease: timedelta
+    session: AsyncSession, held: Iterable[_Held]
 ) -> set[tuple[int, int]]:
-    """(delivery, attempt) of these claims that have a result since they were claimed: one
-    index range per webhook (rare: a deletion racing a give-back)."""
-    by_webhook: dict[tuple[int, int], list[ClaimedDelivery]] = {}
-    for c in claims:
-        by_webhook.setdefault((c.customer_id, c.webhook_id), []).append(c)
+    """(delivery, attempt) of results these deliveries have since they were claimed: one index
+    range per webhook (rare: a deletion racing a give-back, or a worker killed holding them)."""
+    by_webhook: dict[tuple[int, int], list[_Held]] = {}
+    for h in held:
+        by_webhook.setdefault((h.customer_id, h.webhook_id), []).append(h)
     found: set[tuple[int, int]] = set()
     r = _RESULTS.c
     for (customer_id, webhook_id), theirs in by_webhook.items():
@@ -1122,8 +1130,8 @@ async def _recorded_since_claimed(
                 select(r.delivery_id, r.attempt).where(
                     r.customer_id == customer_id,
                     r.webhook_id == webhook_id,
-                    r.attempted_at >= min(c.lease_until for c in theirs) - lease,
-                    r.delivery_id.in_([c.delivery_id for c in theirs]),
+                    r.attempted_at >= min(h.claimed_at for h in theirs),
+                    r.delivery_id.in_([h.delivery_id for h in theirs]),
                 )
             )
         )

@@ -642,12 +642,10 @@ class DeliveryWorker:
             if stopping.is_set() and self._record_give_up_at is None:
                 # One allowance for the whole stop, whatever the number of batches.
                 self._record_give_up_at = time.monotonic() + RECORD_AT_STOP_SECONDS
-            left = (
-                None
-                if self._record_give_up_at is None
-                else self._record_give_up_at - time.monotonic()
+            out_of_time = (
+                self._record_give_up_at is not None and time.monotonic() >= self._record_give_up_at
             )
-            if (left is not None and left <= 0) or faults >= RECORD_FAULT_RETRIES:
+            if out_of_time or faults >= RECORD_FAULT_RETRIES:
                 self._log_unrecorded(batch)
                 return
             try:
