@@ -199,6 +199,17 @@ def create_engine(
     return engine
 
 
+# Values bound in one statement's IN list, at most: asyncpg refuses a statement with more than
+# 32,767 parameters, and a list of ids that long (a webhook's whole backlog, say) comes in parts.
+IDS_PER_STATEMENT = 10_000
+
+
+def in_parts(items: Sequence[T], size: int = IDS_PER_STATEMENT) -> Iterator[Sequence[T]]:
+    """`items` in consecutive parts of at most `size`, for IN lists (see IDS_PER_STATEMENT)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
 async def insert_many(
     session: AsyncSession, table: Table, rows: Sequence[Mapping[str, Any]]
 ) -> None:

@@ -535,3 +535,65 @@ def test_money_in_payloads_keeps_two_decimals() -> None:
     payload = sample_payload(EventType.CARD_PAYMENT_INBOUND)
     payload.amount = Decimal("10.50")  # type: ignore[attr-defined]
     assert b'"amount":10.50' in wire.dumps(payload)
+
+
+async def test_a_webhook_with_a_large_backlog_can_still_be_deleted(
+    private_database: Database,
+) -> None:
+    """A receiver down for days leaves tens of thousands of deliveries queued for its webhook;
+    deleting the webhook still works (more of them than a statement may carry parameters) and
+    records each as not sent."""
+    customer = new_customer_id()
+    webhook_id = await add_webhook(private_database, customer)
+    backlog = 40_000
+    payload = sample_payload(EventType.PIX_OUTBOUND)
+    async with private_database.session() as session:
+        await service.publish_events(
+            session,
+            [service.NewEvent(customer, EventType.PIX_OUTBOUND, payload) for _ in range(backlog)],
+        )
+        await session.commit()
+    assert await count(private_database, Delivery, customer) == backlog
+
+    await delete_webhook(private_database, customer, webhook_id)
+
+    assert await count(private_database, Delivery, customer) == 0
+    assert await count(private_database, DeliveryResult, customer) == backlog
+
+
+async def test_a_worker_can_give_back_more_claims_than_a_statement_takes(
+    private_database: Database,
+) -> None:
+    """A worker at the largest concurrency holds up to 24 x 2,048 deliveries, more ids than one
+    statement may carry; stopping, it gives them all back."""
+    customer = new_customer_id()
+    await add_webhook(private_database, customer)
+    held = 40_000
+    async with private_database.session() as session:
+        await service.publish_events(
+            session,
+            [
+                service.NewEvent(
+                    customer, EventType.PIX_OUTBOUND, sample_payload(EventType.PIX_OUTBOUND)
+                )
+                for _ in range(held)
+            ],
+        )
+        await session.commit()
+    claims = (
+        await service.claim_due_deliveries(private_database, limit=held, lease=LEASE)
+    ).deliveries
+    assert len(claims) == held
+
+    cancelled = await service.release_claims(
+        private_database, claims, due_at=clock.now(), lease=LEASE
+    )
+
+    assert cancelled == []
+    async with private_database.session() as session:
+        still_held = await session.scalar(
+            select(func.count())
+            .select_from(Delivery)
+            .where(Delivery.customer_id == customer, Delivery.claim_token.is_not(None))
+        )
+    assert still_held == 0

@@ -30,7 +30,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano import wire
 from tucano.clock import clock
-from tucano.db import Database, call_after_commit, immediate_transaction, insert_many, run_on_sqlite
+from tucano.db import (
+    Database,
+    call_after_commit,
+    immediate_transaction,
+    in_parts,
+    insert_many,
+    run_on_sqlite,
+)
 from tucano.deliveries import result_counts
 from tucano.deliveries.models import (
     FIRST_ATTEMPT_QUEUE,
@@ -457,7 +464,8 @@ async def cancel_deliveries_to(
             if p.lease_until is not None and p.lease_until > now
         ],
     )
-    await session.execute(delete(_DELIVERIES).where(d.id.in_([p.id for p in pending])))
+    for part in in_parts([p.id for p in pending]):
+        await session.execute(delete(_DELIVERIES).where(d.id.in_(part)))
     return len(pending)
 
 
@@ -1081,11 +1089,9 @@ async def release_claims(
         # Run after the update, which waited for a deletion holding these rows: a row gone
         # with its webhook was cancelled. (Gone with the webhook still there, another worker
         # claimed it once this lease ran out, and finished it.)
-        queued = set(
-            await session.scalars(
-                select(table.c.id).where(table.c.id.in_([c.delivery_id for c in claims]))
-            )
-        )
+        queued: set[int] = set()
+        for part in in_parts([c.delivery_id for c in claims]):
+            queued.update(await session.scalars(select(table.c.id).where(table.c.id.in_(part))))
         gone = [c for c in claims if c.delivery_id not in queued]
         existing = (
             await webhooks.existing_webhook_ids(session, (c.webhook_id for c in gone))
@@ -1124,17 +1130,19 @@ async def _recorded_since_claimed(
     found: set[tuple[int, int]] = set()
     r = _RESULTS.c
     for (customer_id, webhook_id), theirs in by_webhook.items():
-        found.update(
-            (row.delivery_id, row.attempt)
-            for row in await session.execute(
-                select(r.delivery_id, r.attempt).where(
-                    r.customer_id == customer_id,
-                    r.webhook_id == webhook_id,
-                    r.attempted_at >= min(h.claimed_at for h in theirs),
-                    r.delivery_id.in_([h.delivery_id for h in theirs]),
+        since = min(h.claimed_at for h in theirs)
+        for part in in_parts([h.delivery_id for h in theirs]):
+            found.update(
+                (row.delivery_id, row.attempt)
+                for row in await session.execute(
+                    select(r.delivery_id, r.attempt).where(
+                        r.customer_id == customer_id,
+                        r.webhook_id == webhook_id,
+                        r.attempted_at >= since,
+                        r.delivery_id.in_(part),
+                    )
                 )
             )
-        )
     return found
 
 

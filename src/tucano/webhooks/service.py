@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from tucano.auth.tokens import Principal
 from tucano.clock import clock
 from tucano.config import Settings
-from tucano.db import Database, call_after_commit, sqlite_time_text
+from tucano.db import Database, call_after_commit, in_parts, sqlite_time_text
 from tucano.deliveries.wakeup import (
     WEBHOOK_CHANNEL,
     WebhookChange,
@@ -190,7 +190,10 @@ async def announce_change(session: AsyncSession, webhook_id: int, *, deleted: bo
 
 async def existing_webhook_ids(session: AsyncSession, webhook_ids: Iterable[int]) -> set[int]:
     """Which of these webhooks still exist (the others were deleted)."""
-    return set(await session.scalars(select(Webhook.id).where(Webhook.id.in_(set(webhook_ids)))))
+    existing: set[int] = set()
+    for part in in_parts(list(set(webhook_ids))):
+        existing.update(await session.scalars(select(Webhook.id).where(Webhook.id.in_(part))))
+    return existing
 
 
 class DeliveryTarget(NamedTuple):
