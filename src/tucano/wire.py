@@ -117,8 +117,9 @@ def _default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-def dumps(value: Any) -> bytes:
-    return orjson.dumps(value, default=_default, option=orjson.OPT_PASSTHROUGH_DATETIME)
+def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
+    option = orjson.OPT_PASSTHROUGH_DATETIME | (orjson.OPT_SORT_KEYS if sort_keys else 0)
+    return orjson.dumps(value, default=_default, option=option)
 
 
 class JSONBody(Response):

@@ -1,5 +1,5 @@
-"""Event payloads as other systems publish them (POST /internal/v1/events): what each type takes
-beyond its canonical form, and what is rendered for merchants."""
+"""Event payloads as other systems publish them (POST /internal/v1/events): what each type takes,
+and that merchants receive it as published (money with two decimals, times in UTC)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ import pytest
 from pydantic import ValidationError
 
 from tucano import wire
-from tucano.webhooks.payloads import CardChargeback, PaymentLinkInbound, PixQrInbound
+from tucano.deliveries.service import NewEvent, publication_fingerprint
+from tucano.webhooks.events import EventType
+from tucano.webhooks.payloads import CardChargeback, PaymentLinkInbound, PixQrInbound, published
 
 
 def rendered(model: Any) -> dict[str, Any]:
-    return dict(orjson.loads(wire.dumps(model)))
+    """The JSON a delivery of this payload sends, parsed."""
+    return dict(orjson.loads(wire.dumps(published(model))))
 
 
 def pix_qr(**changes: Any) -> dict[str, Any]:
@@ -35,7 +38,7 @@ def pix_qr(**changes: Any) -> dict[str, Any]:
 def chargeback(**changes: Any) -> dict[str, Any]:
     return {
         "creditCardId": 987654,
-        "amount": "120.00",
+        "amount": 120.0,
         "identificationTransaction": "TX-1",
         "cancelationDate": "2026-01-20T12:00:00.000Z",
         "transactionDate": "2026-01-02T09:15:00.000Z",
@@ -47,23 +50,34 @@ def chargeback(**changes: Any) -> dict[str, Any]:
     }
 
 
-def test_a_pix_qr_payment_is_taken_as_an_integrator_writes_it() -> None:
-    payload = rendered(PixQrInbound.model_validate(pix_qr()))
-    assert payload["txid"] == "abc123"  # a static QR's short txid
-    assert payload["status"] == "PAID"  # the PIX system's own word
-    assert payload["payer"] == {"documentNumber": "52998224725", "name": "Ana"}
-    assert payload["amount"] == 10.5 and wire.dumps(payload["amount"]) == b"10.5"
+def test_a_pix_qr_payment_is_delivered_as_published() -> None:
+    assert rendered(PixQrInbound.model_validate(pix_qr())) == pix_qr()
+    # Short and long txids, and ids in other spellings, are the publishing system's business.
+    for changes in ({"txid": "abc-123"}, {"txid": "a" * 36}, {"endToEndId": "E2E-1"}):
+        assert rendered(PixQrInbound.model_validate(pix_qr(**changes))) == pix_qr(**changes)
+
+
+def test_money_gets_two_decimals_and_times_utc_with_milliseconds() -> None:
+    """The two rules decisions.md sets for every payload: the only rewriting there is."""
+    payload = published(
+        PixQrInbound.model_validate(pix_qr(amount="7", paymentDate="2026-01-15T07:30:00-03:00"))
+    )
+    text = wire.dumps(payload)
+    assert b'"amount":7.00' in text
+    assert b'"paymentDate":"2026-01-15T10:30:00.000Z"' in text
 
 
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
-        ({"txid": "abc-123"}, "txid"),
-        ({"txid": "a" * 36}, "txid"),
+        ({"txid": ""}, "txid"),
         ({"status": ""}, "status"),
-        ({"endToEndId": "E123"}, "endToEndId"),
+        ({"endToEndId": ""}, "endToEndId"),
         ({"type": "PAID"}, "type"),
+        ({"amount": 10.555}, "amount"),
+        ({"paymentDate": "yesterday"}, "paymentDate"),
         ({"payer": {"documentNumber": "123", "name": "Ana"}}, "payer.documentNumber"),
+        ({"payer": {"name": "Ana"}}, "payer.documentNumber"),
     ],
 )
 def test_a_pix_qr_payment_still_refuses_what_is_not_one(
@@ -74,64 +88,80 @@ def test_a_pix_qr_payment_still_refuses_what_is_not_one(
     assert ".".join(str(p) for p in refused.value.errors()[0]["loc"]).startswith(field)
 
 
-def test_identifiers_written_as_numbers_are_carried_as_text() -> None:
-    link = PaymentLinkInbound.model_validate(
-        {
-            "paymentLinkUuid": "6F9619FF-8B86-D011-B42D-00C04FC964FF",
-            "paymentDate": "2026-01-15T10:30:00.000Z",
-            "paymentMethod": "CREDIT_CARD",
-            "paymentId": 123,
-            "paymentReceipt": 456789,
-            "amount": 30,
-            "userReference": None,
-            "numbersInstallments": 3,
-            "status": "PAID",
-        }
-    )
-    payload = rendered(link)
-    assert payload["paymentId"] == "123" and payload["paymentReceipt"] == "456789"
-    assert payload["paymentLinkUuid"] == "6f9619ff-8b86-d011-b42d-00c04fc964ff"
-    with pytest.raises(ValidationError):  # true is not an identifier
-        PaymentLinkInbound.model_validate({**link.model_dump(by_alias=True), "paymentId": True})
-
-
-def test_a_chargeback_carries_what_the_card_system_knows_of_the_cardholder() -> None:
-    payload = rendered(CardChargeback.model_validate(chargeback()))
-    assert payload["creditCardId"] == "987654"
-    assert payload["additionalData"] == {
-        "cardholderName": "ANA",
-        "cardholderDocument": "52998224725",
-        "cardholderEmail": None,
-        "cardholderPhone": None,
-        "cardBrand": None,
-        "cardLastDigits": None,
+def test_identifiers_are_delivered_as_they_were_written() -> None:
+    link = {
+        "paymentLinkUuid": "6F9619FF-8B86-D011-B42D-00C04FC964FF",
+        "paymentDate": "2026-01-15T10:30:00.000Z",
+        "paymentMethod": "CREDIT_CARD",
+        "paymentId": 123,
+        "paymentReceipt": "456789",
+        "amount": 30,
+        "userReference": None,
+        "numbersInstallments": 3,
+        "status": "PAID",
     }
-    company = chargeback(
-        additionalData={
-            "cardholderDocument": "12.345.678/0001-95",
-            "cardholderPhone": "+55 11 98765-4321 / 7915",
-            "cardholderEmail": "financeiro@padaria.example",
-        }
+    assert rendered(PaymentLinkInbound.model_validate(link)) == link
+    for bad in ({"paymentId": True}, {"paymentId": ""}, {"paymentLinkUuid": "not-a-uuid"}):
+        with pytest.raises(ValidationError):
+            PaymentLinkInbound.model_validate({**link, **bad})
+
+
+def test_an_optional_field_left_out_stays_out() -> None:
+    """A payload is delivered with the fields it was published with: no nulls added."""
+    minimal = chargeback()
+    for optional in ("description", "numbersInstallments", "recurrenceId", "additionalData"):
+        del minimal[optional]
+    assert rendered(CardChargeback.model_validate(minimal)) == minimal
+    payment = pix_qr()
+    del payment["userReference"]
+    assert "devolutionEndToEndId" not in rendered(PixQrInbound.model_validate(payment))
+
+
+def test_fields_no_model_names_are_carried_too() -> None:
+    """The publishing system may know more of the cardholder (or anything else) than Tucano."""
+    payload = chargeback(
+        additionalData={"name": "ANA", "document": "12.345.678/0001-95", "cardLastDigits": "1111"},
+        channel={"kind": "ECOMMERCE", "ids": [1, 2]},
     )
-    data = rendered(CardChargeback.model_validate(company))["additionalData"]
-    assert data["cardholderDocument"] == "12345678000195"
-    assert data["cardholderPhone"] == "+55 11 98765-4321 / 7915"
+    assert rendered(CardChargeback.model_validate(payload)) == payload
 
 
 @pytest.mark.parametrize(
     "additional",
     [
-        # No field may be a way to carry a card number: unknown ones are refused, as elsewhere.
+        # No field, named by a model or not, may carry a card number.
         {"cardholderName": "ANA", "cardNumber": "4111 1111 1111 1111"},
         {"pan": 4111111111111111},
+        {"card": {"numbers": ["5555-5555-5555-4444"]}},
+        # The fields a model names keep their rules.
         {"cardholderName": {"first": "ANA"}},
         {"cardBrand": "NOTABRAND"},
         {"cardLastDigits": "41111"},
         {"cardholderDocument": "123"},
     ],
 )
-def test_a_chargeback_refuses_cardholder_fields_it_does_not_know_or_cannot_carry(
+def test_a_chargeback_refuses_card_numbers_and_fields_it_cannot_carry(
     additional: dict[str, Any],
 ) -> None:
     with pytest.raises(ValidationError):
         CardChargeback.model_validate(chargeback(additionalData=additional))
+
+
+def test_a_long_number_that_is_not_a_card_number_is_carried() -> None:
+    # 16 digits whose Luhn check fails: an order number, say.
+    payload = chargeback(orderNumber=4111111111111112, reference="1234 5678 9012 3456")
+    assert rendered(CardChargeback.model_validate(payload)) == payload
+
+
+def test_the_same_publication_has_the_same_fingerprint_however_spelt() -> None:
+    def fingerprint(payload: dict[str, Any]) -> str:
+        return publication_fingerprint(
+            NewEvent(1, EventType.CARD_CHARGEBACK, CardChargeback.model_validate(payload))
+        )
+
+    first = chargeback(channel={"a": 1, "b": 2}, extra="x")
+    reordered = dict(reversed(list(chargeback(channel={"b": 2, "a": 1}, extra="x").items())))
+    assert fingerprint(first) == fingerprint({**reordered, "amount": "120.00"})
+    without = chargeback()
+    del without["description"]
+    assert fingerprint(without) != fingerprint(chargeback(description=None))

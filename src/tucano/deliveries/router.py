@@ -161,7 +161,10 @@ async def send_test_event(
     summary="Publish an event (provider systems)",
     description="Stores the event and queues its deliveries to the customer's active webhooks of "
     "its type; answers 202 once both are durable. The payload must match its type's schema "
-    "(see the webhooks section). With an `Idempotency-Key`, a retry of the same request within "
+    "(see the webhooks section); it is delivered as published, fields the schema does not name "
+    "included, with money written with two decimals and times in UTC with milliseconds. A value "
+    "that reads as a card number (13 to 19 digits passing the Luhn check) is refused. "
+    "With an `Idempotency-Key`, a retry of the same request within "
     "24 hours answers the first 202 again (with `Idempotent-Replayed: true`) and publishes "
     "nothing; the same key with another request is a 409.",
     status_code=202,

@@ -22,7 +22,6 @@ from typing import Any, NamedTuple, cast
 
 import orjson
 import structlog
-from pydantic import BaseModel
 from sqlalchemy import Table, bindparam, delete, insert, select, text, update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import IntegrityError
@@ -54,6 +53,7 @@ from tucano.errors import AppError, Conflict, ErrorCode, NotFound
 from tucano.pagination import PageRequest
 from tucano.webhooks import service as webhooks
 from tucano.webhooks.events import EventType
+from tucano.webhooks.payloads import Payload, published
 from tucano.webhooks.signing import signing_secrets
 
 log = structlog.get_logger("tucano.deliveries")
@@ -81,7 +81,7 @@ async def _announce(session: AsyncSession) -> None:
 class NewEvent:
     customer_id: int
     event_type: EventType
-    payload: BaseModel
+    payload: Payload
 
 
 class PublishedEvent(NamedTuple):
@@ -151,7 +151,12 @@ async def publish_events(session: AsyncSession, events: Sequence[NewEvent]) -> l
 def _event_rows(events: Sequence[NewEvent]) -> list[tuple[str, int, str, str]]:
     """(id, customer, type, payload JSON) of each new event."""
     return [
-        (new_event_id(), e.customer_id, e.event_type.value, wire.dumps(e.payload).decode())
+        (
+            new_event_id(),
+            e.customer_id,
+            e.event_type.value,
+            wire.dumps(published(e.payload)).decode(),
+        )
         for e in events
     ]
 
@@ -266,8 +271,9 @@ def publication_fingerprint(event: NewEvent) -> str:
         {
             "eventType": event.event_type.value,
             "customerId": event.customer_id,
-            "payload": event.payload.model_dump(mode="python", by_alias=True),
-        }
+            "payload": published(event.payload),
+        },
+        sort_keys=True,
     )
     return hashlib.sha256(canonical).hexdigest()
 
@@ -349,11 +355,11 @@ async def prune_event_idempotency_keys(session: AsyncSession, *, now: datetime) 
 
 
 async def publish_event(
-    session: AsyncSession, *, customer_id: int, event_type: EventType, payload: BaseModel
+    session: AsyncSession, *, customer_id: int, event_type: EventType, payload: Payload
 ) -> PublishedEvent:
     """Store one event and its deliveries in the caller's transaction (see publish_events)."""
-    (published,) = await publish_events(session, [NewEvent(customer_id, event_type, payload)])
-    return published
+    (event,) = await publish_events(session, [NewEvent(customer_id, event_type, payload)])
+    return event
 
 
 async def _queue_deliveries(

@@ -1,24 +1,28 @@
 """The JSON body of each event type, as merchants receive it (documented in OpenAPI `webhooks`).
 
-Dates are ISO 8601 UTC with milliseconds and money a JSON number with two decimals. Payloads that
-other systems publish (POST /internal/v1/events) are validated against these models, unknown
-fields refused, and re-rendered, so every delivery of a type has the same shape. No model has a
-field that could hold a card number: cards are named by brand and last four digits only.
+Payloads that other systems publish (POST /internal/v1/events) are validated against these models
+and delivered as published: Tucano carries events, it does not rewrite them. Two exceptions, the
+rules decisions.md sets for every payload: money is written with two decimals and times in UTC
+with milliseconds. Fields a model does not name are carried too (the provider's systems may know
+more than Tucano does), unless one looks like a card number: no payload carries one (cards are
+named by brand and last four digits).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import (
-    BeforeValidator,
+    AfterValidator,
     ConfigDict,
     Field,
-    PlainSerializer,
     StrictInt,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from tucano.brazil.documents import normalize_document
@@ -26,48 +30,107 @@ from tucano.money import PayloadMoney
 from tucano.webhooks.events import EventType
 from tucano.wire import ApiModel, ReceivedTimestamp
 
+_DOCUMENT = re.compile(r"[0-9A-Z]{11}|[0-9A-Z]{14}")
 
-def _number_as_text(value: Any) -> Any:
-    # Other systems write some identifiers as JSON numbers (a paymentId of 123): carried as the
-    # text they stand for, so that every delivery of a type has the same shape.
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
+
+def _a_document(value: str) -> str:
+    if not _DOCUMENT.fullmatch(normalize_document(value)):
+        raise ValueError("must be a CPF (11 characters) or a CNPJ (14), punctuation aside")
+    return value
+
+
+def _a_uuid(value: str) -> str:
+    UUID(value)  # ValueError: not a UUID
     return value
 
 
 Timestamp = ReceivedTimestamp
 Text = Annotated[str, Field(min_length=1, max_length=200)]
 OptionalText = Annotated[str | None, Field(default=None, max_length=200)]
-# An identifier: text, or a whole number read as its digits.
-Identifier = Annotated[str, BeforeValidator(_number_as_text), Field(min_length=1, max_length=200)]
-OptionalIdentifier = Annotated[
-    Annotated[str, BeforeValidator(_number_as_text), Field(max_length=200)] | None,
-    Field(default=None),
-]
+# An identifier in the publishing system: text, or a whole number (delivered as it came).
+Identifier = Annotated[Text | StrictInt, Field(description="Text, or a whole number.")]
+OptionalIdentifier = Annotated[Identifier | None, Field(default=None)]
 EndToEndId = Annotated[
     str,
     Field(
-        pattern=r"^[ED][0-9]{8}[0-9]{12}[A-Za-z0-9]{11}$",
-        description="PIX end-to-end id (32 characters).",
+        min_length=1,
+        max_length=200,
+        description="PIX end-to-end id (32 characters in BCB's format: E, the ISPB, the date "
+        "and time, 11 letters and digits).",
         examples=["E13935893202601151030A1B2C3D4E5F"],
     ),
 ]
 Document = Annotated[
     str,
-    # Written as people write them ("529.982.247-25") or not: carried without punctuation.
-    BeforeValidator(lambda v: normalize_document(v) if isinstance(v, str) else v),
     Field(
-        pattern=r"^[0-9A-Z]{11}$|^[0-9A-Z]{14}$",
-        description="CPF or CNPJ; punctuation accepted and removed.",
+        min_length=11,
+        max_length=40,
+        description="CPF or CNPJ (the alphanumeric CNPJ included), with or without punctuation.",
+        examples=["52998224725"],
     ),
+    AfterValidator(_a_document),
 ]
 CardLastDigits = Annotated[str, Field(pattern=r"^[0-9]{4}$")]
 CardBrand = Literal["VISA", "MASTERCARD", "ELO", "AMEX", "HIPERCARD", "DINERS", "DISCOVER", "JCB"]
 Installments = Annotated[StrictInt, Field(ge=1, le=24)]
 
 
+def _digits_of_a_card_number(value: Any) -> bool:
+    """Whether `value` reads as a payment card number: 13 to 19 digits (spaces or dashes between
+    them allowed) whose Luhn check holds."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return False
+    text = str(value).replace(" ", "").replace("-", "")
+    if not (13 <= len(text) <= 19 and text.isascii() and text.isdigit()):
+        return False
+    total = 0
+    for position, digit in enumerate(reversed(text)):
+        doubled = int(digit) * (2 if position % 2 else 1)
+        total += doubled - 9 if doubled > 9 else doubled
+    return total % 10 == 0
+
+
+def _card_numbers_in(value: Any, where: str) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _card_numbers_in(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _card_numbers_in(item, f"{where}.{index}")
+    elif _digits_of_a_card_number(value):
+        yield where
+
+
 class Payload(ApiModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_card_number_in_other_fields(cls, data: Any) -> Any:
+        # Before the fields are read, so that a card number goes no further, whatever else the
+        # payload gets wrong.
+        if isinstance(data, dict):
+            named = {name for name, field in cls.model_fields.items()} | {
+                field.alias for field in cls.model_fields.values() if field.alias
+            }
+            found = [
+                where
+                for key, value in data.items()
+                if key not in named
+                for where in _card_numbers_in(value, str(key))
+            ]
+            if found:
+                raise ValueError(
+                    f"has a card number at {', '.join(found)}, which no event may carry (name "
+                    "a card by its brand and last four digits)"
+                )
+        return data
+
+
+def published(payload: Payload) -> dict[str, Any]:
+    """What a payload's deliveries send: the fields it was given (an optional field left out
+    stays out), those no model names included."""
+    return payload.model_dump(mode="python", by_alias=True, exclude_unset=True)
 
 
 class Party(Payload):
@@ -78,7 +141,9 @@ class Party(Payload):
 class PaymentLinkInbound(Payload):
     """A payment link was paid."""
 
-    payment_link_uuid: Annotated[UUID, PlainSerializer(str, return_type=str)]
+    payment_link_uuid: Annotated[
+        str, Field(json_schema_extra={"format": "uuid"}), AfterValidator(_a_uuid)
+    ]
     payment_date: Timestamp
     payment_method: Literal["PIX", "CREDIT_CARD"]
     payment_id: Identifier
@@ -94,9 +159,7 @@ class PaymentLinkInbound(Payload):
 class PixQrInbound(Payload):
     """A dynamic PIX QR code was paid (or a payment of it refunded)."""
 
-    txid: Annotated[str, BeforeValidator(_number_as_text)] = Field(
-        pattern=r"^[A-Za-z0-9]{1,35}$", description="1 to 35 letters and digits (BCB's txid)."
-    )
+    txid: Text = Field(description="The QR code's txid (BCB's: up to 35 letters and digits).")
     amount: PayloadMoney
     payer: Party
     end_to_end_id: EndToEndId
@@ -168,8 +231,8 @@ class CardPaymentInbound(Payload):
 
 
 class Cardholder(Payload):
-    """The cardholder, as the card system knows them: every field optional. Unknown fields are
-    refused, as everywhere: none of them may be a way to carry a card number."""
+    """The cardholder, as the card system knows them: every field optional; others are carried
+    as everywhere, none of them a card number."""
 
     cardholder_name: OptionalText = None
     cardholder_document: Document | None = None
@@ -188,9 +251,9 @@ class CardChargeback(Payload):
     cancelation_date: Timestamp
     transaction_date: Timestamp
     description: OptionalText
-    numbers_installments: Installments
+    numbers_installments: Installments | None = None
     recurrence_id: OptionalIdentifier = Field(description="Set when the charge was recurring.")
-    additional_data: Cardholder
+    additional_data: Cardholder | None = None
 
 
 class CardRecurringInbound(Payload):
