@@ -63,6 +63,17 @@ async def test_a_literal_private_address_is_refused_before_any_connection(
     assert receiver.received == []
 
 
+async def test_an_ipv6_loopback_url_is_refused_when_only_ipv4_loopback_is_allowed() -> None:
+    """Allowing 127.0.0.0/8 lets `localhost` resolve to ::1 too, not a URL naming [::1]."""
+    client = sender(LOOPBACK)
+    try:
+        result = await client.send("http://[::1]:9/", body=b"{}", headers={}, now=clock.now())
+    finally:
+        await client.close()
+    assert result.error_message is not None
+    assert result.error_message.startswith("refused: targetUrl host ::1 is not a public address")
+
+
 async def test_cookies_from_one_receiver_are_never_sent_back(receiver: Receiver) -> None:
     from tests.receivers import always
 

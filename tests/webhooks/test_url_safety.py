@@ -189,6 +189,25 @@ def test_allowing_loopback_in_one_family_allows_it_in_the_other(address: str, al
 
 
 @pytest.mark.parametrize(
+    ("url", "allowed"),
+    [("https://[::1]/x", "127.0.0.0/8"), ("https://127.0.0.1/x", "::1/128")],
+)
+async def test_an_address_written_in_the_url_must_be_allowed_itself(url: str, allowed: str) -> None:
+    """The other family's loopback host is allowed for a name that resolves to both; the URL
+    that names an address is sent to that address, which must be in the allowed networks."""
+    with pytest.raises(TargetRefused, match="is not a public address"):
+        await check_target_url(
+            url, allow_http=False, allowed_networks=[ipaddress.ip_network(allowed)], dns_timeout=1
+        )
+    allowed_too = [ipaddress.ip_network(allowed), ipaddress.ip_network("::1/128")]
+    allowed_too.append(ipaddress.ip_network("127.0.0.0/8"))
+    target = await check_target_url(
+        url, allow_http=False, allowed_networks=allowed_too, dns_timeout=1
+    )
+    assert target.literal_ip is not None
+
+
+@pytest.mark.parametrize(
     ("address", "allowed"),
     [
         ("127.0.0.2", "127.0.0.1/32"),  # the twin of the loopback host only, not all loopback

@@ -129,7 +129,9 @@ class Sender:
         try:
             target = parse_target_url(url, allow_http=self._allow_http)
             if target.literal_ip is not None:
-                refuse_unless_allowed(target.host, [target.literal_ip], self._allowed)
+                refuse_unless_allowed(
+                    target.host, [target.literal_ip], self._allowed, resolved=False
+                )
             verdict = None
         except TargetRefused as exc:
             verdict = f"targetUrl {exc}"

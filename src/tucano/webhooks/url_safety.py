@@ -182,15 +182,20 @@ _LOCALHOST: dict[IPAddress, IPAddress] = {
 }
 
 
-def is_allowed_address(address: IPAddress, allowed_networks: Sequence[IPNetwork]) -> bool:
+def is_allowed_address(
+    address: IPAddress, allowed_networks: Sequence[IPNetwork], *, resolved: bool = True
+) -> bool:
+    """Whether a webhook may be sent to `address`; `resolved`: a name resolved to it (False:
+    the URL names the address itself)."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped  # ::ffff:10.1.2.3 is 10.1.2.3, allowed or not alike
     if any(address in network for network in allowed_networks):
         return True
-    # Allowing the loopback host in one family allows it in the other: `localhost` resolves to
-    # ::1 as well as 127.0.0.1 on most machines, and TUCANO_WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8
-    # (the documented setting for local development) would otherwise refuse it.
-    twin = _LOCALHOST.get(address)
+    # A name that resolves to the loopback host in one family is allowed when the other family's
+    # is: `localhost` resolves to ::1 as well as 127.0.0.1 on most machines, and
+    # TUCANO_WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8 (the documented setting for local development)
+    # would otherwise refuse it. An address written in the URL must be allowed itself.
+    twin = _LOCALHOST.get(address) if resolved else None
     if twin is not None and any(twin in network for network in allowed_networks):
         return True
     return is_public_address(address)
@@ -259,10 +264,14 @@ def refuse_unusual_spelling(target: TargetUrl) -> None:
 
 
 def refuse_unless_allowed(
-    host: str, addresses: Sequence[IPAddress], allowed_networks: Sequence[IPNetwork]
+    host: str,
+    addresses: Sequence[IPAddress],
+    allowed_networks: Sequence[IPNetwork],
+    *,
+    resolved: bool = True,
 ) -> None:
     for address in addresses:
-        if not is_allowed_address(address, allowed_networks):
+        if not is_allowed_address(address, allowed_networks, resolved=resolved):
             shown = "" if str(address) == host else f" ({address})"
             raise TargetRefused(
                 f"host {host}{shown} is not a public address; webhooks are only sent to public "
@@ -313,7 +322,7 @@ async def check_target_url(
     """
     target = parse_target_url(url, allow_http=allow_http)
     if target.literal_ip is not None:
-        refuse_unless_allowed(target.host, [target.literal_ip], allowed_networks)
+        refuse_unless_allowed(target.host, [target.literal_ip], allowed_networks, resolved=False)
         refuse_unusual_spelling(target)
         return target
     addresses = await resolve_addresses(target.host, target.port, dns_timeout=dns_timeout)
