@@ -176,6 +176,23 @@ async def test_the_url_options_reach_the_statement_pool() -> None:
 
 @pytest.mark.postgres
 @needs_postgres
+async def test_no_session_compiles_statements_just_in_time() -> None:
+    """JIT compilation cost a claim of the delivery queue 35-70 ms when its estimate crossed
+    jit_above_cost; every kind of connection turns it off."""
+    database = Database(POSTGRES_URL + "?prepared_statement_cache_size=10")
+    try:
+        async with database.session() as session:
+            assert (await session.execute(text("SHOW jit"))).scalar() == "off"
+        async with database.read_session() as session:
+            assert (await session.execute(text("SHOW jit"))).scalar() == "off"
+        async with database.driver_connection() as connection:
+            assert await connection.fetchval("SHOW jit") == "off"
+    finally:
+        await database.dispose()
+
+
+@pytest.mark.postgres
+@needs_postgres
 async def test_a_transaction_left_open_is_rolled_back_before_reuse() -> None:
     # The pool skips asyncpg's full reset; its built-in one must still end a transaction.
     database = Database(POSTGRES_URL, pool_size=1)
