@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, cast
 
 import orjson
 import structlog
-from sqlalchemy import Table, bindparam, delete, insert, select, text, update
+from sqlalchemy import Table, bindparam, delete, func, insert, literal, or_, select, text, update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -424,55 +424,103 @@ async def cancel_deliveries_to(
     recorded as an attempt that was not sent (FAILED, with `reason`); one a worker holds under
     its lease is that worker's to record (it hears of the deletion, see worker.py), and is kept
     aside in case the worker never does (record_abandoned_cancellations). Returns how many were
-    pending."""
+    pending.
+
+    The caller holds the webhook's row (FOR UPDATE), so no delivery to it can be added meanwhile
+    (queueing one takes a share of that row). Set-based: a backlog of any size is a few
+    statements, none of its rows read into Python (a merchant's dead receiver leaves hundreds of
+    thousands queued)."""
     now = clock.now()
-    d = _DELIVERIES.c
-    query = (
-        select(d.id, d.event_id, d.attempts, d.lease_until, d.updated_at, _EVENTS.c.event_type)
-        .join(_EVENTS, _EVENTS.c.id == d.event_id)
-        .where(d.webhook_id == webhook_id, d.customer_id == customer_id)
-        # Locked in id order, as the worker's record locks them: the two never deadlock.
-        .order_by(d.id)
-    )
+    d, e = _DELIVERIES.c, _EVENTS.c
+    theirs = (d.webhook_id == webhook_id) & (d.customer_id == customer_id)
     if session.get_bind().dialect.name == "postgresql":
-        query = query.with_for_update(of=_DELIVERIES)
-    pending = list(await session.execute(query))
-    if not pending:
-        return 0
-    await _record_cancelled(
-        session,
-        [
-            _Cancelled(
-                p.id, customer_id, webhook_id, p.event_id, p.event_type, target_url, p.attempts + 1
+        # Locked in id order, as the worker's record locks them: the two never deadlock. A
+        # worker's claim or record done meanwhile is waited for and its result read below.
+        await session.execute(
+            select(func.count()).select_from(
+                select(d.id).where(theirs).order_by(d.id).with_for_update().subquery()
             )
-            for p in pending
-            if p.lease_until is None or p.lease_until <= now
-        ],
-        reason=reason,
-        now=now,
+        )
+    waiting = or_(d.lease_until.is_(None), d.lease_until <= now)
+    pending = select().select_from(_DELIVERIES.join(_EVENTS, e.id == d.event_id)).where(theirs)
+    r = _RESULTS.c
+    await session.execute(
+        insert(_RESULTS).from_select(
+            [
+                "delivery_id",
+                "customer_id",
+                "webhook_id",
+                "event_id",
+                "event_type",
+                "target_url",
+                "attempt",
+                "status",
+                "error_message",
+                "duration_ms",
+                "attempted_at",
+            ],
+            pending.add_columns(
+                d.id,
+                d.customer_id,
+                d.webhook_id,
+                d.event_id,
+                e.event_type,
+                literal(target_url, r.target_url.type),
+                d.attempts + 1,
+                literal(ResultStatus.FAILED, r.status.type),
+                literal(reason, r.error_message.type),
+                literal(0, r.duration_ms.type),
+                literal(now, r.attempted_at.type),
+            ).where(waiting),
+        )
     )
-    await insert_many(
-        session,
-        _CANCELLED,
-        [
-            {
-                "delivery_id": p.id,
-                "customer_id": customer_id,
-                "webhook_id": webhook_id,
-                "event_id": p.event_id,
-                "event_type": p.event_type,
-                "target_url": target_url,
-                "attempt": p.attempts + 1,
-                "claimed_at": p.updated_at,
-                "lease_until": p.lease_until,
-            }
-            for p in pending
-            if p.lease_until is not None and p.lease_until > now
-        ],
+    # The results list's totals count them too (see result_counts): one hour, per event type.
+    counts = result_counts.COUNTS.c
+    await session.execute(
+        insert(result_counts.COUNTS).from_select(
+            [*result_counts.KEY, "result_count", "folded"],
+            pending.add_columns(
+                literal(customer_id, counts.customer_id.type),
+                literal(result_counts.hour_of(now), counts.hour.type),
+                literal(webhook_id, counts.webhook_id.type),
+                e.event_type,
+                literal(ResultStatus.FAILED, counts.status.type),
+                func.count(),
+                literal(False, counts.folded.type),
+            )
+            .where(waiting)
+            .group_by(e.event_type),
+        )
     )
-    for part in in_parts([p.id for p in pending]):
-        await session.execute(delete(_DELIVERIES).where(d.id.in_(part)))
-    return len(pending)
+    c = _CANCELLED.c
+    await session.execute(
+        insert(_CANCELLED).from_select(
+            [
+                "delivery_id",
+                "customer_id",
+                "webhook_id",
+                "event_id",
+                "event_type",
+                "target_url",
+                "attempt",
+                "claimed_at",
+                "lease_until",
+            ],
+            pending.add_columns(
+                d.id,
+                d.customer_id,
+                d.webhook_id,
+                d.event_id,
+                e.event_type,
+                literal(target_url, c.target_url.type),
+                d.attempts + 1,
+                d.updated_at,
+                d.lease_until,
+            ).where(d.lease_until > now),
+        )
+    )
+    removed = await session.execute(delete(_DELIVERIES).where(theirs))
+    return int(getattr(removed, "rowcount", 0) or 0)
 
 
 class _Cancelled(NamedTuple):
