@@ -442,31 +442,26 @@ async def cancel_deliveries_to(
             )
         )
     waiting = or_(d.lease_until.is_(None), d.lease_until <= now)
-    pending = select().select_from(_DELIVERIES.join(_EVENTS, e.id == d.event_id)).where(theirs)
+    # Each pending delivery as the attempt it was to make, for a result or a cancelled row.
+    pending = (
+        select(
+            d.id.label("delivery_id"),
+            d.customer_id,
+            d.webhook_id,
+            d.event_id,
+            e.event_type,
+            literal(target_url, _RESULTS.c.target_url.type).label("target_url"),
+            (d.attempts + 1).label("attempt"),
+        )
+        .select_from(_DELIVERIES.join(_EVENTS, e.id == d.event_id))
+        .where(theirs)
+    )
+    as_attempts = [column.name for column in pending.selected_columns]
     r = _RESULTS.c
     await session.execute(
         insert(_RESULTS).from_select(
-            [
-                "delivery_id",
-                "customer_id",
-                "webhook_id",
-                "event_id",
-                "event_type",
-                "target_url",
-                "attempt",
-                "status",
-                "error_message",
-                "duration_ms",
-                "attempted_at",
-            ],
+            [*as_attempts, "status", "error_message", "duration_ms", "attempted_at"],
             pending.add_columns(
-                d.id,
-                d.customer_id,
-                d.webhook_id,
-                d.event_id,
-                e.event_type,
-                literal(target_url, r.target_url.type),
-                d.attempts + 1,
                 literal(ResultStatus.FAILED, r.status.type),
                 literal(reason, r.error_message.type),
                 literal(0, r.duration_ms.type),
@@ -479,7 +474,7 @@ async def cancel_deliveries_to(
     await session.execute(
         insert(result_counts.COUNTS).from_select(
             [*result_counts.KEY, "result_count", "folded"],
-            pending.add_columns(
+            select(
                 literal(customer_id, counts.customer_id.type),
                 literal(result_counts.hour_of(now), counts.hour.type),
                 literal(webhook_id, counts.webhook_id.type),
@@ -488,35 +483,15 @@ async def cancel_deliveries_to(
                 func.count(),
                 literal(False, counts.folded.type),
             )
-            .where(waiting)
+            .select_from(_DELIVERIES.join(_EVENTS, e.id == d.event_id))
+            .where(theirs, waiting)
             .group_by(e.event_type),
         )
     )
-    c = _CANCELLED.c
     await session.execute(
         insert(_CANCELLED).from_select(
-            [
-                "delivery_id",
-                "customer_id",
-                "webhook_id",
-                "event_id",
-                "event_type",
-                "target_url",
-                "attempt",
-                "claimed_at",
-                "lease_until",
-            ],
-            pending.add_columns(
-                d.id,
-                d.customer_id,
-                d.webhook_id,
-                d.event_id,
-                e.event_type,
-                literal(target_url, c.target_url.type),
-                d.attempts + 1,
-                d.updated_at,
-                d.lease_until,
-            ).where(d.lease_until > now),
+            [*as_attempts, "claimed_at", "lease_until"],
+            pending.add_columns(d.updated_at, d.lease_until).where(d.lease_until > now),
         )
     )
     removed = await session.execute(delete(_DELIVERIES).where(theirs))
