@@ -19,7 +19,22 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Table, delete, func, insert, select, tuple_
+import orjson
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Select,
+    Table,
+    Text,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+    tuple_,
+)
+from sqlalchemy import cast as cast_
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.deliveries.models import DeliveryResult, DeliveryResultCount
@@ -80,7 +95,7 @@ async def fold(session: AsyncSession) -> int:
     gone = (
         await session.execute(
             delete(COUNTS)
-            .where(tuple_(*(COUNTS.c[name] for name in KEY)).in_(touched))
+            .where(tuple_(*(COUNTS.c[name] for name in KEY)).in_(_keys_of(session, touched)))
             .returning(*(COUNTS.c[name] for name in KEY), COUNTS.c.result_count)
         )
     ).all()
@@ -95,6 +110,28 @@ async def fold(session: AsyncSession) -> int:
     if folded:
         await session.execute(insert(COUNTS), folded)
     return len(gone)
+
+
+def _keys_of(session: AsyncSession, keys: list[tuple[Any, ...]]) -> Select[Any]:
+    """The keys as a subquery over one JSON parameter. Written as a list of row values, SQLite
+    scanned the whole table for them (0.4-1.3 s a fold with 1-4 million rows, under the write
+    lock); from a JSON array, both databases look each key up in the (customer_id, hour)
+    index."""
+    batch = orjson.dumps(keys).decode()
+    if session.get_bind().dialect.name == "postgresql":
+        element = func.jsonb_array_elements(cast_(literal(batch, Text()), JSONB)).table_valued(
+            "value"
+        )
+        field = element.c.value.op("->>")
+        return select(
+            cast_(field(0), BigInteger),
+            cast_(field(1), BigInteger),
+            cast_(field(2), BigInteger),
+            field(3),
+            field(4),
+        ).select_from(element)
+    element = func.json_each(batch).table_valued("value")
+    return select(*(func.json_extract(element.c.value, f"$[{i}]") for i in range(len(KEY))))
 
 
 def total_matching(
