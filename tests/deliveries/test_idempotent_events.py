@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 from tests.deliveries.support import pix_outbound, register, results_for
 from tests.helpers import Merchant, RunningService, assert_error_body
@@ -18,6 +19,9 @@ from tests.receivers import Receiver
 from tucano import wire
 from tucano.auth.tokens import Scope
 from tucano.clock import clock
+from tucano.db import Database
+from tucano.deliveries import service
+from tucano.deliveries.models import EventIdempotencyKey
 from tucano.errors import ErrorCode
 
 
@@ -148,3 +152,33 @@ async def test_two_keys_in_one_request_are_a_400(merchant: Merchant, publisher: 
     assert assert_error_body(answer, 400, ErrorCode.INVALID_PARAMETERS)["errors"] == [
         "Idempotency-Key: give it once"
     ]
+
+
+async def test_expired_publication_keys_are_pruned_in_batches(private_database: Database) -> None:
+    """As the payment links' keys: a batch per run, the runner calling again while it did work."""
+    long_ago = datetime(2001, 1, 1, tzinfo=UTC)
+    async with private_database.session() as session:
+        session.add_all(
+            EventIdempotencyKey(
+                client_id="client",
+                key=f"key-{hours}",
+                request_hash="x",
+                response="{}",
+                created_at=long_ago + timedelta(hours=hours),
+            )
+            for hours in (*range(12), 30)
+        )
+        await session.commit()
+    pruned = []
+    for _ in range(4):
+        async with private_database.session() as session:
+            pruned.append(
+                await service.prune_event_idempotency_keys(
+                    session, now=long_ago + timedelta(hours=36), batch_size=5
+                )
+            )
+            await session.commit()
+    assert pruned == [5, 5, 2, 0]
+    async with private_database.session() as session:
+        left = await session.scalars(select(EventIdempotencyKey.key))
+        assert list(left) == ["key-30"]

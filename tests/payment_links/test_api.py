@@ -895,3 +895,36 @@ async def test_scopes_are_enforced(service: RunningService) -> None:
     assert_error_body(response, 403, ErrorCode.INSUFFICIENT_SCOPE)
     anonymous = await service.http.get(f"{BASE}/link-payment", params=window(), headers=tx())
     assert_error_body(anonymous, 401, ErrorCode.UNAUTHENTICATED)
+
+
+async def test_expired_idempotency_keys_are_pruned_in_batches(private_database: Database) -> None:
+    """After a long stop there may be millions: each run of the job deletes a batch, and the
+    runner calls again while it did some work. Keys still in their window stay."""
+    from tucano.payment_links.models import IdempotencyKey
+
+    long_ago = datetime(2001, 1, 1, tzinfo=UTC)
+    async with private_database.session() as session:
+        session.add_all(
+            IdempotencyKey(
+                customer_id=1,
+                key=uuid.uuid4(),
+                request_hash="x",
+                response="{}",
+                created_at=long_ago + timedelta(hours=hours),
+            )
+            for hours in (*range(12), 30)  # twelve expired a day later, one not yet
+        )
+        await session.commit()
+    pruned = []
+    for _ in range(4):
+        async with private_database.session() as session:
+            pruned.append(
+                await links_service.prune_idempotency_keys(
+                    session, now=long_ago + timedelta(hours=36), batch_size=5
+                )
+            )
+            await session.commit()
+    assert pruned == [5, 5, 2, 0]
+    async with private_database.session() as session:
+        left = await session.execute(text("SELECT count(*) FROM payment_link_idempotency_keys"))
+    assert left.scalar() == 1

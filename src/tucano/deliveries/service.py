@@ -22,7 +22,19 @@ from typing import Any, NamedTuple, cast
 
 import orjson
 import structlog
-from sqlalchemy import Table, bindparam, delete, func, insert, literal, or_, select, text, update
+from sqlalchemy import (
+    Table,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    text,
+    tuple_,
+    update,
+)
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -345,12 +357,19 @@ async def _stored_publication(
     return stored.response.encode()
 
 
-async def prune_event_idempotency_keys(session: AsyncSession, *, now: datetime) -> int:
-    result = await session.execute(
-        delete(EventIdempotencyKey).where(
-            EventIdempotencyKey.created_at <= now - EVENT_IDEMPOTENCY_WINDOW
-        )
+async def prune_event_idempotency_keys(
+    session: AsyncSession, *, now: datetime, batch_size: int = 5000
+) -> int:
+    """Delete one batch of keys older than their window (the runner calls again while there are
+    more: one DELETE of millions held SQLite's write lock past other writers' patience)."""
+    k = EventIdempotencyKey
+    expired = (
+        select(k.client_id, k.key)
+        .where(k.created_at <= now - EVENT_IDEMPOTENCY_WINDOW)
+        .order_by(k.created_at)
+        .limit(batch_size)
     )
+    result = await session.execute(delete(k).where(tuple_(k.client_id, k.key).in_(expired)))
     return int(getattr(result, "rowcount", 0) or 0)
 
 

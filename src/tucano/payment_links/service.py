@@ -258,10 +258,20 @@ async def remember_response(session: AsyncSession, ref: IdempotencyRef, body: by
     await session.flush()
 
 
-async def prune_idempotency_keys(session: AsyncSession, *, now: datetime) -> int:
-    result = await session.execute(
-        delete(IdempotencyKey).where(IdempotencyKey.created_at <= now - IDEMPOTENCY_WINDOW)
+async def prune_idempotency_keys(
+    session: AsyncSession, *, now: datetime, batch_size: int = 5000
+) -> int:
+    """Delete one batch of keys older than their window (the runner calls again while there are
+    more: after a long stop there may be millions, and one DELETE of them all held SQLite's
+    write lock past other writers' patience)."""
+    k = IdempotencyKey
+    expired = (
+        select(k.id)
+        .where(k.created_at <= now - IDEMPOTENCY_WINDOW)
+        .order_by(k.created_at)
+        .limit(batch_size)
     )
+    result = await session.execute(delete(k).where(k.id.in_(expired.scalar_subquery())))
     return int(getattr(result, "rowcount", 0) or 0)
 
 
