@@ -3,6 +3,7 @@ any order, and the automatic deactivation that reads it."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from datetime import UTC, datetime, timedelta
 
@@ -12,9 +13,10 @@ from hypothesis import strategies as st
 
 from tests.helpers import new_customer_id
 from tucano.clock import clock
-from tucano.db import Database
+from tucano.db import Database, connect_asyncpg
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.models import ResultStatus
+from tucano.deliveries.wakeup import WEBHOOK_CHANNEL, WebhookChange, webhook_changes
 from tucano.webhooks import service as webhooks
 from tucano.webhooks.models import Webhook
 
@@ -154,3 +156,39 @@ async def test_a_success_recorded_as_the_deactivation_runs_keeps_the_webhook_on(
         stored = await session.get(Webhook, webhook_id)
     assert switched_off == []
     assert stored is not None and stored.is_active and stored.failing_since is None
+
+
+async def test_webhooks_switched_off_together_are_each_announced_to_workers(
+    database: Database,
+) -> None:
+    """Workers drop what they hold for a webhook that changed: one switched off with others in
+    a run of the job is announced like one switched off alone, here and (PostgreSQL) to other
+    processes."""
+    now = clock.now()
+    ours = {await _webhook(database, failing_since=now - timedelta(days=6)) for _ in range(3)}
+    heard_here: list[WebhookChange | None] = []
+    webhook_changes.listen(heard_here.append)
+    listener = None
+    heard_there: list[str] = []
+    if database.dialect == "postgresql":
+        listener = await connect_asyncpg(database.url)
+        await listener.add_listener(WEBHOOK_CHANNEL, lambda *args: heard_there.append(args[3]))
+    try:
+        async with database.session() as session:
+            switched_off = await webhooks.deactivate_failing_webhooks(
+                session, failing_for=timedelta(days=5), now=now
+            )
+            assert not heard_here  # not before the commit
+            await session.commit()
+        assert ours <= set(switched_off)
+        assert ours <= {c.webhook_id for c in heard_here if c is not None and not c.deleted}
+        if listener is not None:
+            for _ in range(50):
+                if ours <= {int(p.split(":")[0]) for p in heard_there}:
+                    break
+                await asyncio.sleep(0.05)
+            assert {f"{webhook_id}:changed" for webhook_id in ours} <= set(heard_there)
+    finally:
+        webhook_changes.forget(heard_here.append)
+        if listener is not None:
+            await listener.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import secrets
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
@@ -174,14 +175,25 @@ async def rotate_secret(session: AsyncSession, *, customer_id: int, webhook_id: 
 async def announce_change(session: AsyncSession, webhook_id: int, *, deleted: bool) -> None:
     """Tell delivery workers, once this transaction commits, that a webhook changed (URL,
     secret, state) or was deleted: they drop what they hold for it under the old values."""
-    change = WebhookChange(webhook_id, deleted)
-    call_after_commit(
-        session, f"webhooks.change.{webhook_id}", lambda: webhook_changes.notify(change)
-    )
-    if session.get_bind().dialect.name == "postgresql":
+    await announce_changes(session, [webhook_id], deleted=deleted)
+
+
+async def announce_changes(
+    session: AsyncSession, webhook_ids: Sequence[int], *, deleted: bool
+) -> None:
+    """announce_change for several webhooks: one statement on PostgreSQL however many (one a
+    webhook took 7.8 s for 20,000 deactivated at once)."""
+    changes = [WebhookChange(webhook_id, deleted) for webhook_id in webhook_ids]
+    for change in changes:
+        call_after_commit(
+            session,
+            f"webhooks.change.{change.webhook_id}",
+            functools.partial(webhook_changes.notify, change),
+        )
+    if changes and session.get_bind().dialect.name == "postgresql":
         await session.execute(
-            text("SELECT pg_notify(:channel, :payload)"),
-            {"channel": WEBHOOK_CHANNEL, "payload": WebhookChanges.encode(change)},
+            text("SELECT pg_notify(:channel, p) FROM unnest(CAST(:payloads AS text[])) AS p"),
+            {"channel": WEBHOOK_CHANNEL, "payloads": [WebhookChanges.encode(c) for c in changes]},
         )
 
 
@@ -347,8 +359,7 @@ async def deactivate_failing_webhooks(
             execution_options={"synchronize_session": False},
         )
     )
-    for webhook_id in ids:
-        await announce_change(session, webhook_id, deleted=False)
+    await announce_changes(session, ids, deleted=False)
     return ids
 
 
