@@ -158,12 +158,18 @@ def _replace_closed_connections(engine: AsyncEngine) -> None:
             raise DisconnectionError("the server closed this connection while it was pooled")
 
 
-# Every PostgreSQL session of Tucano's: no JIT compilation. Its statements are short index
-# lookups, but where the planner cannot see a bound (a LIMIT computed in the statement, a batch
-# of keys) its estimate crosses jit_above_cost and each execution paid 35-70 ms of compilation
-# (a claim of 128 deliveries with 300,000 queued: 50 ms, 5 ms without JIT; a fold of the result
-# counts: 1.35 s, 0.17 s without).
-POSTGRES_SESSION_SETTINGS = {"jit": "off"}
+# Run on every PostgreSQL connection Tucano opens: no JIT compilation. Its statements are short
+# index lookups, but where the planner cannot see a bound (a LIMIT computed in the statement, a
+# batch of keys) its estimate crosses jit_above_cost and each execution paid 35-70 ms of
+# compilation (a claim of 128 deliveries with 300,000 queued: 50 ms, 5 ms without JIT; a fold
+# of the result counts: 1.35 s, 0.17 s without). A statement rather than a startup parameter,
+# which PgBouncer refuses ("unsupported startup parameter").
+POSTGRES_SESSION_SETUP = "SET jit = off"
+
+
+async def _set_up_session(connection: Any) -> None:
+    await connection.execute(POSTGRES_SESSION_SETUP)
+
 
 # Connections of a process that only read, on SQLite (each is a thread of aiosqlite's).
 SQLITE_READ_CONNECTIONS = 4
@@ -190,7 +196,6 @@ def create_engine(
         return engine
     engine = create_async_engine(
         url,
-        connect_args={"server_settings": POSTGRES_SESSION_SETTINGS},
         pool_size=pool_size,
         # No overflow: a connection opened beyond the pool is closed again on return, and
         # under load that churn (connect, TLS probe, statement cache warm-up) cost more than
@@ -204,6 +209,11 @@ def create_engine(
         **({"isolation_level": "AUTOCOMMIT"} if autocommit else {}),
     )
     _replace_closed_connections(engine)
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.run_async(_set_up_session)
+
     return engine
 
 
@@ -488,7 +498,8 @@ ReadSessionDep = Annotated[AsyncSession, Depends(get_read_session, scope="functi
 
 async def _keep_session_state(_connection: Any) -> None:
     """The pool's reset: nothing beyond asyncpg's own (see Database.driver_connection). Nothing
-    on these connections sets session state (no SET, LISTEN, advisory lock or cursor)."""
+    on these connections sets session state (no LISTEN, advisory lock or cursor) but the SET of
+    POSTGRES_SESSION_SETUP when each opens, which must outlive its returns to the pool."""
 
 
 async def create_asyncpg_pool(engine: AsyncEngine, *, size: int) -> Any:
@@ -501,11 +512,11 @@ async def create_asyncpg_pool(engine: AsyncEngine, *, size: int) -> Any:
     options["statement_cache_size"] = options.pop("prepared_statement_cache_size", 100)
     options.pop("prepared_statement_name_func", None)
     options.pop("async_creator_fn", None)
-    options["server_settings"] = {**options.get("server_settings", {}), **POSTGRES_SESSION_SETTINGS}
     return await asyncpg.create_pool(
         **options,
         min_size=0,
         max_size=size,
+        init=_set_up_session,
         reset=_keep_session_state,
     )
 
