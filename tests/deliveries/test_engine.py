@@ -370,6 +370,19 @@ async def test_the_events_endpoint_validates_payloads(
         "payload has a card number at card.number, which no event may carry (name a card by "
         "its brand and last four digits)"
     ]
+    # Whole numbers past 64 bits, named or not: a 400, not a fault in writing them out.
+    for field in ("transferId", "orderNumber"):
+        huge = pix_outbound(**{field: 2**70})
+        response = await publisher.post(
+            "/internal/v1/events",
+            content=json.dumps(
+                {"eventType": "PIX_OUTBOUND", "customerId": merchant.customer_id, "payload": huge},
+                default=str,
+            ),
+            headers={"content-type": "application/json"},
+        )
+        errors = assert_error_body(response, 400)["errors"]
+        assert any(field in line for line in errors), errors
 
 
 DEVOLUTION_ID = "D13935893202611231030A1B2C3D4E5F"

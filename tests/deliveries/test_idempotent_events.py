@@ -22,7 +22,9 @@ from tucano.clock import clock
 from tucano.db import Database
 from tucano.deliveries import service
 from tucano.deliveries.models import EventIdempotencyKey
-from tucano.errors import ErrorCode
+from tucano.errors import AppError, ErrorCode
+from tucano.webhooks.events import EventType
+from tucano.webhooks.payloads import PixOutbound
 
 
 async def post_event(
@@ -182,3 +184,43 @@ async def test_expired_publication_keys_are_pruned_in_batches(private_database: 
     async with private_database.session() as session:
         left = await session.scalars(select(EventIdempotencyKey.key))
         assert list(left) == ["key-30"]
+
+
+# What a release before 2026-11-24 stored for pix_outbound() of customer 1 (computed with its
+# code): a retry after the upgrade must still be a replay.
+EARLIER_FINGERPRINT = "62fe26c1ce0fb797b48532a123cf64f2cb1d7ff59fa6ed2682399346c061e9d2"
+
+
+async def test_a_key_stored_by_an_earlier_release_still_replays(
+    private_database: Database,
+) -> None:
+    async with private_database.session() as session:
+        session.add(
+            EventIdempotencyKey(
+                client_id="publisher",
+                key="before-the-upgrade",
+                request_hash=EARLIER_FINGERPRINT,
+                response='{"eventId": "evt_earlier"}',
+                created_at=clock.now(),
+            )
+        )
+        await session.commit()
+
+    def attempt(payload: dict[str, Any]) -> Any:
+        event = service.NewEvent(1, EventType.PIX_OUTBOUND, PixOutbound.model_validate(payload))
+        return service.publish_event_once(
+            private_database,
+            event,
+            idempotency=service.IdempotentPublication(
+                "publisher",
+                "before-the-upgrade",
+                service.publication_fingerprint(event),
+                service.earlier_publication_fingerprint(event),
+            ),
+            answer=lambda published: b"{}",
+        )
+
+    assert await attempt(pix_outbound()) == (b'{"eventId": "evt_earlier"}', True)
+    with pytest.raises(AppError) as conflict:
+        await attempt(pix_outbound(amount=Decimal("10.51")))
+    assert conflict.value.code == ErrorCode.IDEMPOTENCY_KEY_CONFLICT

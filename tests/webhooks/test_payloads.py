@@ -3,6 +3,7 @@ and that merchants receive it as published (money with two decimals, times in UT
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -165,3 +166,79 @@ def test_the_same_publication_has_the_same_fingerprint_however_spelt() -> None:
     without = chargeback()
     del without["description"]
     assert fingerprint(without) != fingerprint(chargeback(description=None))
+
+
+def link_payment(**changes: Any) -> dict[str, Any]:
+    return {
+        "paymentLinkUuid": "6f9619ff-8b86-d011-b42d-00c04fc964ff",
+        "paymentDate": "2026-01-15T10:30:00.000Z",
+        "paymentMethod": "PIX",
+        "paymentId": "p1",
+        "paymentReceipt": "E12345678202601151030abcdefghijk",
+        "amount": 1.01,
+        "status": "PAID",
+        **changes,
+    }
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        # A field under both its names: one would be unread and delivered beside the other.
+        {"payment_id": "4111111111111111"},
+        {"payment_id": "p2"},
+        # Card numbers wherever no model names the field: as a key, inside text, as a number
+        # written with a fraction of zero.
+        {"extra": {"4111111111111111": 1}},
+        {"4111 1111 1111 1111": "x"},
+        {"note": "card 4111-1111-1111-1111 declined"},
+        {"amountSeen": Decimal("4111111111111111.0")},
+        # Whole numbers that JSON readers do not keep exact.
+        {"paymentId": 2**63},
+        {"paymentId": -(2**63) - 1},
+        {"big": [1, 2**70]},
+    ],
+)
+def test_what_no_field_should_carry_is_refused(changes: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        PaymentLinkInbound.model_validate(link_payment(**changes))
+
+
+def test_a_nested_field_under_both_its_names_is_refused() -> None:
+    payer = {"documentNumber": "52998224725", "document_number": "11144477735", "name": "Ana"}
+    with pytest.raises(ValidationError, match="gives documentNumber twice"):
+        PixQrInbound.model_validate(pix_qr(payer=payer))
+
+
+def test_a_payment_link_uuid_is_written_the_usual_way() -> None:
+    for spelling in (
+        "urn:uuid:6f9619ff-8b86-d011-b42d-00c04fc964ff",
+        "{6f9619ff-8b86-d011-b42d-00c04fc964ff}",
+        "6f9619ff8b86d011b42d00c04fc964ff",
+    ):
+        with pytest.raises(ValidationError):
+            PaymentLinkInbound.model_validate(link_payment(paymentLinkUuid=spelling))
+    largest = link_payment(paymentId=2**63 - 1, note="order 12345678901234567890 ok")
+    assert rendered(PaymentLinkInbound.model_validate(largest)) == largest
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "+55 11 98765-4325",  # a phone number (its 13 digits pass the Luhn check)
+        "5511 9876 5432",  # twelve digits
+        "E12345678202601151030abcdefghijk",  # twenty digits in a row inside an id
+    ],
+)
+def test_numbers_that_are_not_card_numbers_are_carried(text: str) -> None:
+    payload = link_payment(contact=text)
+    assert rendered(PaymentLinkInbound.model_validate(payload)) == payload
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["4111111111111111", "4111 1111 1111 1111", "4111-1111-1111-1111", "3782 822463 10005"],
+)
+def test_card_numbers_as_cards_print_them_are_refused(text: str) -> None:
+    with pytest.raises(ValidationError, match="card number"):
+        PaymentLinkInbound.model_validate(link_payment(contact=f"paid with {text}."))

@@ -205,7 +205,10 @@ async def publish_event(
         database,
         event,
         idempotency=service.IdempotentPublication(
-            caller.client_id, idempotency_key, service.publication_fingerprint(event)
+            caller.client_id,
+            idempotency_key,
+            service.publication_fingerprint(event),
+            service.earlier_publication_fingerprint(event),
         ),
         answer=lambda published: wire.dumps(_accepted(published)),
     )

@@ -275,6 +275,10 @@ class IdempotentPublication:
     client_id: str
     key: str
     fingerprint: str
+    # How releases before 2026-11-24 fingerprinted the same request: a key they stored is still
+    # replayed for 24 hours after an upgrade, not taken for another request (a 409 would have
+    # the publisher send the event again under a new key).
+    earlier_fingerprint: str = ""
 
 
 def publication_fingerprint(event: NewEvent) -> str:
@@ -286,6 +290,19 @@ def publication_fingerprint(event: NewEvent) -> str:
             "payload": published(event.payload),
         },
         sort_keys=True,
+    )
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def earlier_publication_fingerprint(event: NewEvent) -> str:
+    """publication_fingerprint as releases before 2026-11-24 computed it (every field of the
+    payload, in the schema's order): the same for a request written as they required it."""
+    canonical = wire.dumps(
+        {
+            "eventType": event.event_type.value,
+            "customerId": event.customer_id,
+            "payload": event.payload.model_dump(mode="python", by_alias=True),
+        }
     )
     return hashlib.sha256(canonical).hexdigest()
 
@@ -348,7 +365,7 @@ async def _stored_publication(
     )
     if stored is None:
         return None
-    if stored.request_hash != idempotency.fingerprint:
+    if stored.request_hash not in (idempotency.fingerprint, idempotency.earlier_fingerprint):
         raise Conflict(
             ErrorCode.IDEMPOTENCY_KEY_CONFLICT,
             "this Idempotency-Key published a different event in the last 24 hours; send a "

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Annotated, Any, Literal
-from uuid import UUID
 
 from pydantic import (
     AfterValidator,
@@ -39,16 +39,13 @@ def _a_document(value: str) -> str:
     return value
 
 
-def _a_uuid(value: str) -> str:
-    UUID(value)  # ValueError: not a UUID
-    return value
-
-
 Timestamp = ReceivedTimestamp
 Text = Annotated[str, Field(min_length=1, max_length=200)]
 OptionalText = Annotated[str | None, Field(default=None, max_length=200)]
+# What JSON carries for a whole number here: larger ones no JSON writer on the way keeps exact.
+WholeNumber = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]
 # An identifier in the publishing system: text, or a whole number (delivered as it came).
-Identifier = Annotated[Text | StrictInt, Field(description="Text, or a whole number.")]
+Identifier = Annotated[Text | WholeNumber, Field(description="Text, or a whole number.")]
 OptionalIdentifier = Annotated[Identifier | None, Field(default=None)]
 EndToEndId = Annotated[
     str,
@@ -75,30 +72,53 @@ CardBrand = Literal["VISA", "MASTERCARD", "ELO", "AMEX", "HIPERCARD", "DINERS", 
 Installments = Annotated[StrictInt, Field(ge=1, le=24)]
 
 
-def _digits_of_a_card_number(value: Any) -> bool:
-    """Whether `value` reads as a payment card number: 13 to 19 digits (spaces or dashes between
-    them allowed) whose Luhn check holds."""
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        return False
-    text = str(value).replace(" ", "").replace("-", "")
-    if not (13 <= len(text) <= 19 and text.isascii() and text.isdigit()):
-        return False
+def _luhn(digits: str) -> bool:
     total = 0
-    for position, digit in enumerate(reversed(text)):
+    for position, digit in enumerate(reversed(digits)):
         doubled = int(digit) * (2 if position % 2 else 1)
         total += doubled - 9 if doubled > 9 else doubled
     return total % 10 == 0
 
 
-def _card_numbers_in(value: Any, where: str) -> Iterator[str]:
+# 13 to 19 digits not part of a longer run, together or as cards print them: groups of four
+# (the last one shorter) or American Express's 4-6-5, with spaces or dashes between. (Any
+# separator anywhere would take phone numbers, "+55 11 98765-4321", for card numbers.)
+_CARD_NUMBER = re.compile(
+    r"(?<![0-9])(?:[0-9]{13,19}"
+    r"|[0-9]{4}(?:[ -][0-9]{4}){2}[ -][0-9]{1,4}(?:[ -][0-9]{1,3})?"
+    r"|[0-9]{4}[ -][0-9]{6}[ -][0-9]{5})(?![0-9])"
+)
+
+
+def _holds_a_card_number(value: Any) -> bool:
+    """Whether `value` (text, a whole number, or a number with no fraction) is, or has inside
+    it, a payment card number: 13 to 19 digits whose Luhn check holds."""
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        value = format(value, "f").split(".")[0]
+    elif isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        return False
+    return any(
+        _luhn(run.group().replace(" ", "").replace("-", "")) for run in _CARD_NUMBER.finditer(value)
+    )
+
+
+def _problems_in(value: Any, where: str) -> Iterator[tuple[str, str]]:
+    """(problem, where) in a value no model names: card numbers (in keys, values or text) and
+    whole numbers JSON writers do not keep exact."""
     if isinstance(value, dict):
         for key, item in value.items():
-            yield from _card_numbers_in(item, f"{where}.{key}")
+            if _holds_a_card_number(key):
+                yield "card", f"{where} (a key)"
+            yield from _problems_in(item, f"{where}.{key}")
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _card_numbers_in(item, f"{where}.{index}")
-    elif _digits_of_a_card_number(value):
-        yield where
+            yield from _problems_in(item, f"{where}.{index}")
+    elif _holds_a_card_number(value):
+        yield "card", where
+    elif isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        yield "number", where
 
 
 class Payload(ApiModel):
@@ -106,24 +126,38 @@ class Payload(ApiModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_card_number_in_other_fields(cls, data: Any) -> Any:
+    def _check_what_no_field_names(cls, data: Any) -> Any:
         # Before the fields are read, so that a card number goes no further, whatever else the
-        # payload gets wrong.
-        if isinstance(data, dict):
-            named = {name for name, field in cls.model_fields.items()} | {
-                field.alias for field in cls.model_fields.values() if field.alias
-            }
-            found = [
-                where
-                for key, value in data.items()
-                if key not in named
-                for where in _card_numbers_in(value, str(key))
-            ]
-            if found:
-                raise ValueError(
-                    f"has a card number at {', '.join(found)}, which no event may carry (name "
-                    "a card by its brand and last four digits)"
-                )
+        # payload gets wrong. A field given under both its names would leave one of them
+        # unread, and delivered beside the other: refused.
+        if not isinstance(data, dict):
+            return data
+        lines = []
+        named: set[str] = set()
+        for name, field in cls.model_fields.items():
+            spellings = {name, field.alias or name}
+            if len(spellings & data.keys()) > 1:
+                lines.append(f"gives {field.alias} twice (also as {name})")
+            named |= spellings
+        found: dict[str, list[str]] = {"card": [], "number": []}
+        for key, value in data.items():
+            if key not in named:
+                if _holds_a_card_number(key):
+                    found["card"].append(f"{key} (a key)")
+                for problem, where in _problems_in(value, str(key)):
+                    found[problem].append(where)
+        if found["card"]:
+            lines.append(
+                f"has a card number at {', '.join(found['card'])}, which no event may carry "
+                "(name a card by its brand and last four digits)"
+            )
+        if found["number"]:
+            lines.append(
+                f"has a whole number beyond 64 bits at {', '.join(found['number'])}, which JSON "
+                "readers do not keep exact"
+            )
+        if lines:
+            raise ValueError("; ".join(lines))
         return data
 
 
@@ -142,7 +176,11 @@ class PaymentLinkInbound(Payload):
     """A payment link was paid."""
 
     payment_link_uuid: Annotated[
-        str, Field(json_schema_extra={"format": "uuid"}), AfterValidator(_a_uuid)
+        str,
+        Field(
+            pattern=r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$",
+            json_schema_extra={"format": "uuid"},
+        ),
     ]
     payment_date: Timestamp
     payment_method: Literal["PIX", "CREDIT_CARD"]
@@ -192,7 +230,7 @@ class PixQrInbound(Payload):
 class PixQrPartnerInbound(PixQrInbound):
     """A partner's dynamic PIX QR code was paid: PIX_QR_INBOUND plus the partner."""
 
-    partner_id: StrictInt = Field(ge=1)
+    partner_id: WholeNumber = Field(ge=1)
 
 
 class PixReceiver(Party):
@@ -262,7 +300,7 @@ class CardRecurringInbound(Payload):
     recurrence_id: Identifier
     transaction_id: Identifier
     nsu: str = Field(pattern=r"^[0-9]{6,12}$")
-    charge_number: StrictInt = Field(ge=1)
+    charge_number: WholeNumber = Field(ge=1)
     amount: PayloadMoney
     card_brand: CardBrand
     card_last_digits: CardLastDigits
