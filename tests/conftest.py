@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from tests.databases import create_scratch_database, drop_scratch_database
 from tests.helpers import RunningService, start_service
@@ -20,6 +21,11 @@ from tucano.db import Database
 from tucano.migrations import upgrade
 
 POSTGRES_URL = os.environ.get("TUCANO_TEST_DATABASE_URL", "")
+
+# Property tests check behaviour, not speed: on a 2-core machine shared with the suite's own
+# servers an example can take longer than Hypothesis's default 200 ms deadline.
+hypothesis_settings.register_profile("tucano", deadline=None)
+hypothesis_settings.load_profile("tucano")
 TEST_SECRET_KEY = "test-secret-key-" + "x" * 32
 
 

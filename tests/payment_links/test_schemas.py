@@ -82,6 +82,7 @@ def test_the_document_is_the_documented_shape(drawn: tuple[LinkRow, PaymentView 
 
 
 @functools.cache
+@functools.cache
 def documented_amount_pattern() -> str:
     schema = create_app().openapi()["components"]["schemas"]["PaymentLinkCreate"]
     (pattern,) = [s["pattern"] for s in schema["properties"]["amount"]["anyOf"] if "pattern" in s]

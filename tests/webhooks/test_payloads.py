@@ -193,6 +193,9 @@ def link_payment(**changes: Any) -> dict[str, Any]:
         {"4111 1111 1111 1111": "x"},
         {"note": "card 4111-1111-1111-1111 declined"},
         {"amountSeen": Decimal("4111111111111111.0")},
+        # Numbers a few characters of JSON write out as a billion digits.
+        {"huge": Decimal("1e999999999")},
+        {"tiny": [Decimal("1e-999999999")]},
         # Whole numbers that JSON readers do not keep exact.
         {"paymentId": 2**63},
         {"paymentId": -(2**63) - 1},
@@ -218,7 +221,12 @@ def test_a_payment_link_uuid_is_written_the_usual_way() -> None:
     ):
         with pytest.raises(ValidationError):
             PaymentLinkInbound.model_validate(link_payment(paymentLinkUuid=spelling))
-    largest = link_payment(paymentId=2**63 - 1, note="order 12345678901234567890 ok")
+    largest = link_payment(
+        paymentId=2**63 - 1,
+        note="order 12345678901234567890 ok",
+        rate=Decimal("0.125"),
+        long=Decimal("1e18"),
+    )
     assert rendered(PaymentLinkInbound.model_validate(largest)) == largest
 
 

@@ -115,10 +115,23 @@ def _problems_in(value: Any, where: str) -> Iterator[tuple[str, str]]:
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from _problems_in(item, f"{where}.{index}")
+    elif isinstance(value, Decimal) and _written_length(value) > LONGEST_NUMBER:
+        yield "long", where
     elif _holds_a_card_number(value):
         yield "card", where
     elif isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
         yield "number", where
+
+
+# A number of a field no model names is delivered written out in full ("1e9" as 1000000000): a
+# few characters of JSON could otherwise stand for a billion digits.
+LONGEST_NUMBER = 64
+
+
+def _written_length(value: Decimal) -> int:
+    _, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)  # finite: the JSON reader refuses NaN and Infinity
+    return len(digits) + exponent if exponent >= 0 else max(len(digits), -exponent) + 1
 
 
 class Payload(ApiModel):
@@ -139,7 +152,7 @@ class Payload(ApiModel):
             if len(spellings & data.keys()) > 1:
                 lines.append(f"gives {field.alias} twice (also as {name})")
             named |= spellings
-        found: dict[str, list[str]] = {"card": [], "number": []}
+        found: dict[str, list[str]] = {"card": [], "number": [], "long": []}
         for key, value in data.items():
             if key not in named:
                 if _holds_a_card_number(key):
@@ -155,6 +168,11 @@ class Payload(ApiModel):
             lines.append(
                 f"has a whole number beyond 64 bits at {', '.join(found['number'])}, which JSON "
                 "readers do not keep exact"
+            )
+        if found["long"]:
+            lines.append(
+                f"has a number longer than {LONGEST_NUMBER} digits written out at "
+                f"{', '.join(found['long'])}"
             )
         if lines:
             raise ValueError("; ".join(lines))
