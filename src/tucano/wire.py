@@ -39,24 +39,30 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a valid JSON number")
 
 
-def _nul_at(value: Any, path: str) -> str | None:
-    """Where the first NUL character is (a field path such as `payload.receiver.name`), if any."""
+def _nul_at(value: Any, path: tuple[str, ...] = ()) -> str | None:
+    """Where the first NUL character is (a field path such as `payload.receiver.name`), if any.
+    The path is joined only when found: building it for every element of a large body was
+    quadratic in the length of its keys."""
     if isinstance(value, str):
-        return path if "\x00" in value else None
+        return _joined(path) if "\x00" in value else None
     if isinstance(value, dict):
         for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
+            where = (*path, f".{key}" if path else str(key))
             if "\x00" in str(key):
-                return where
+                return _joined(where)
             found = _nul_at(item, where)
             if found is not None:
                 return found
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            found = _nul_at(item, f"{path}[{index}]")
+            found = _nul_at(item, (*path, f"[{index}]"))
             if found is not None:
                 return found
     return None
+
+
+def _joined(path: tuple[str, ...]) -> str:
+    return "".join(path)
 
 
 class InvalidBodyField(HTTPException):
@@ -97,7 +103,7 @@ def loads(body: bytes | str) -> Any:
         parse_constant=_refuse_constant,
         object_pairs_hook=_object_without_repeated_keys,
     )
-    where = _nul_at(document, "")
+    where = _nul_at(document)
     if where is not None:
         raise InvalidBodyField(f"{where or 'body'} must not contain the NUL character (\\u0000)")
     return document

@@ -24,7 +24,7 @@ from tucano.deliveries import service
 from tucano.deliveries.models import EventIdempotencyKey
 from tucano.errors import AppError, ErrorCode
 from tucano.webhooks.events import EventType
-from tucano.webhooks.payloads import PixOutbound
+from tucano.webhooks.payloads import PAYLOAD_MODELS
 
 
 async def post_event(
@@ -186,20 +186,59 @@ async def test_expired_publication_keys_are_pruned_in_batches(private_database: 
         assert list(left) == ["key-30"]
 
 
-# What a release before 2026-11-24 stored for pix_outbound() of customer 1 (computed with its
-# code): a retry after the upgrade must still be a replay.
-EARLIER_FINGERPRINT = "62fe26c1ce0fb797b48532a123cf64f2cb1d7ff59fa6ed2682399346c061e9d2"
+# What releases before 2026-11-24 stored for these requests (computed with their code): a retry
+# after the upgrade must still be a replay, however the request was spelt.
+EARLIER_LINK = {
+    "paymentLinkUuid": "6F9619FF-8B86-D011-B42D-00C04FC964FF",
+    "paymentDate": "2026-01-15T10:30:00.000Z",
+    "paymentMethod": "CREDIT_CARD",
+    "paymentId": 123,
+    "paymentReceipt": 456789,
+    "amount": Decimal("30"),
+    "userReference": None,
+    "numbersInstallments": 3,
+    "status": "PAID",
+}
+EARLIER_QR = {
+    "txid": "abc123",
+    "amount": Decimal("10.5"),
+    "payer": {"documentNumber": "529.982.247-25", "name": "Ana"},
+    "endToEndId": "E12345678202601151030abcdefghijk",
+    "type": "PAYMENT",
+    "status": "PAID",
+    "paymentDate": "2026-01-15T10:30:00.000Z",
+    "userReference": "order-1",
+}
+EARLIER_FINGERPRINTS = [
+    (
+        EventType.PIX_OUTBOUND,
+        pix_outbound(),
+        "62fe26c1ce0fb797b48532a123cf64f2cb1d7ff59fa6ed2682399346c061e9d2",
+    ),
+    (
+        EventType.PAYMENT_LINK_INBOUND,
+        EARLIER_LINK,
+        "6bdced54a9e791e9bb211ed801e3752a607ead0fab9e2e464c41de2858512abb",
+    ),
+    (
+        EventType.PIX_QR_INBOUND,
+        EARLIER_QR,
+        "da683b51a064d59b0bef7dbba39d0af1acde4ec331d5973e9125a2f586baabf6",
+    ),
+]
 
 
+@pytest.mark.parametrize(("event_type", "payload", "stored_hash"), EARLIER_FINGERPRINTS)
 async def test_a_key_stored_by_an_earlier_release_still_replays(
-    private_database: Database,
+    private_database: Database, event_type: EventType, payload: dict[str, Any], stored_hash: str
 ) -> None:
+    key = f"before-the-upgrade-{event_type.value}"
     async with private_database.session() as session:
         session.add(
             EventIdempotencyKey(
                 client_id="publisher",
-                key="before-the-upgrade",
-                request_hash=EARLIER_FINGERPRINT,
+                key=key,
+                request_hash=stored_hash,
                 response='{"eventId": "evt_earlier"}',
                 created_at=clock.now(),
             )
@@ -207,20 +246,20 @@ async def test_a_key_stored_by_an_earlier_release_still_replays(
         await session.commit()
 
     def attempt(payload: dict[str, Any]) -> Any:
-        event = service.NewEvent(1, EventType.PIX_OUTBOUND, PixOutbound.model_validate(payload))
+        event = service.NewEvent(1, event_type, PAYLOAD_MODELS[event_type].model_validate(payload))
         return service.publish_event_once(
             private_database,
             event,
             idempotency=service.IdempotentPublication(
                 "publisher",
-                "before-the-upgrade",
+                key,
                 service.publication_fingerprint(event),
                 service.earlier_publication_fingerprint(event),
             ),
             answer=lambda published: b"{}",
         )
 
-    assert await attempt(pix_outbound()) == (b'{"eventId": "evt_earlier"}', True)
+    assert await attempt(payload) == (b'{"eventId": "evt_earlier"}', True)
     with pytest.raises(AppError) as conflict:
-        await attempt(pix_outbound(amount=Decimal("10.51")))
+        await attempt({**payload, "amount": Decimal("10.51")})
     assert conflict.value.code == ErrorCode.IDEMPOTENCY_KEY_CONFLICT

@@ -3,6 +3,7 @@ and that merchants receive it as published (money with two decimals, times in UT
 
 from __future__ import annotations
 
+import functools
 from decimal import Decimal
 from typing import Any
 
@@ -13,7 +14,14 @@ from pydantic import ValidationError
 from tucano import wire
 from tucano.deliveries.service import NewEvent, publication_fingerprint
 from tucano.webhooks.events import EventType
-from tucano.webhooks.payloads import CardChargeback, PaymentLinkInbound, PixQrInbound, published
+from tucano.webhooks.payloads import (
+    CardChargeback,
+    CardRecurringInbound,
+    PaymentLinkInbound,
+    PixQrInbound,
+    PixQrPartnerInbound,
+    published,
+)
 
 
 def rendered(model: Any) -> dict[str, Any]:
@@ -250,3 +258,53 @@ def test_numbers_that_are_not_card_numbers_are_carried(text: str) -> None:
 def test_card_numbers_as_cards_print_them_are_refused(text: str) -> None:
     with pytest.raises(ValidationError, match="card number"):
         PaymentLinkInbound.model_validate(link_payment(contact=f"paid with {text}."))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        1795534104009,  # a time in milliseconds whose 13 digits pass the Luhn check
+        "5511987654325",  # a phone number with its country code, the same
+        1234567890123452,  # sixteen digits starting with 1: no card network's
+        [[[[[["deep enough"]]]]]],
+    ],
+)
+def test_ordinary_values_are_carried(value: Any) -> None:
+    payload = link_payment(extra=value)
+    assert rendered(PaymentLinkInbound.model_validate(payload)) == payload
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("4111.1111.1111.1111", "card number at extra"),
+        ("\uff14\uff11\uff11\uff11" + "\uff11" * 12, "card number at extra"),  # fullwidth
+        ("4111\u00a01111\u00a01111\u00a01111", "card number at extra"),  # non-breaking spaces
+        ({"4111111111111111": "x"}, "card number as a key in extra"),
+        (Decimal("1e30"), "whole number beyond 64 bits at extra"),
+        (-(2**63) - 1, "whole number beyond 64 bits at extra"),
+        (Decimal("9" * 4001), "longer than 64 digits"),
+        (functools.reduce(lambda inner, _: [inner], range(70), 1), "nests more than 64 levels"),
+    ],
+)
+def test_each_refusal_says_what_and_where(value: Any, said: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        PaymentLinkInbound.model_validate(link_payment(extra=value))
+    (error,) = refused.value.errors()
+    assert said in error["msg"]
+    # What the answer says (errors.validation_lines): a card number is not repeated in it.
+    assert "4111111111111111" not in error["msg"]
+
+
+@pytest.mark.parametrize(
+    ("model", "payload"),
+    [
+        (PixQrPartnerInbound, {"partnerId": 0}),
+        (CardRecurringInbound, {"chargeNumber": -1}),
+    ],
+)
+def test_counts_and_partner_ids_start_at_one(model: Any, payload: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError) as refused:
+        model.model_validate(payload)
+    field = next(iter(payload))
+    assert any(error["loc"] == (field,) for error in refused.value.errors())

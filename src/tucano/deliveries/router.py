@@ -162,8 +162,8 @@ async def send_test_event(
     description="Stores the event and queues its deliveries to the customer's active webhooks of "
     "its type; answers 202 once both are durable. The payload must match its type's schema "
     "(see the webhooks section); it is delivered as published, fields the schema does not name "
-    "included, with money written with two decimals and times in UTC with milliseconds. A value "
-    "that reads as a card number (13 to 19 digits passing the Luhn check) is refused. "
+    "included, with money written with two decimals and times in UTC with milliseconds. In a "
+    "field the schema does not name, a value that reads as a card number is refused. "
     "With an `Idempotency-Key`, a retry of the same request within "
     "24 hours answers the first 202 again (with `Idempotent-Replayed: true`) and publishes "
     "nothing; the same key with another request is a 409.",

@@ -40,6 +40,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano import wire
+from tucano.brazil.documents import normalize_document
 from tucano.clock import clock
 from tucano.db import (
     Database,
@@ -295,16 +296,47 @@ def publication_fingerprint(event: NewEvent) -> str:
 
 
 def earlier_publication_fingerprint(event: NewEvent) -> str:
-    """publication_fingerprint as releases before 2026-11-24 computed it (every field of the
-    payload, in the schema's order): the same for a request written as they required it."""
+    """publication_fingerprint as releases before 2026-11-24 computed it: every field of the
+    payload in the schema's order, as they rewrote it (identifiers as text, documents without
+    punctuation, the link's UUID in lower case)."""
     canonical = wire.dumps(
         {
             "eventType": event.event_type.value,
             "customerId": event.customer_id,
-            "payload": event.payload.model_dump(mode="python", by_alias=True),
+            "payload": _as_earlier_releases_wrote(
+                event.payload.model_dump(mode="python", by_alias=True)
+            ),
         }
     )
     return hashlib.sha256(canonical).hexdigest()
+
+
+_EARLIER_TEXT_FIELDS = {
+    "paymentId",
+    "paymentReceipt",
+    "creditCardId",
+    "identificationTransaction",
+    "recurrenceId",
+    "transactionId",
+    "transferId",
+    "txid",
+}
+_EARLIER_DOCUMENT_FIELDS = {"documentNumber", "cardholderDocument"}
+
+
+def _as_earlier_releases_wrote(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    written = {}
+    for key, item in value.items():
+        if key in _EARLIER_TEXT_FIELDS and isinstance(item, int) and not isinstance(item, bool):
+            item = str(item)
+        elif key in _EARLIER_DOCUMENT_FIELDS and isinstance(item, str):
+            item = normalize_document(item)
+        elif key == "paymentLinkUuid" and isinstance(item, str):
+            item = item.lower()
+        written[key] = _as_earlier_releases_wrote(item)
+    return written
 
 
 async def publish_event_once(

@@ -11,6 +11,7 @@ named by brand and last four digits).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Annotated, Any, Literal
@@ -44,6 +45,7 @@ Text = Annotated[str, Field(min_length=1, max_length=200)]
 OptionalText = Annotated[str | None, Field(default=None, max_length=200)]
 # What JSON carries for a whole number here: larger ones no JSON writer on the way keeps exact.
 WholeNumber = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]
+PositiveWholeNumber = Annotated[StrictInt, Field(ge=1, le=2**63 - 1)]
 # An identifier in the publishing system: text, or a whole number (delivered as it came).
 Identifier = Annotated[Text | WholeNumber, Field(description="Text, or a whole number.")]
 OptionalIdentifier = Annotated[Identifier | None, Field(default=None)]
@@ -80,58 +82,83 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
-# 13 to 19 digits not part of a longer run, together or as cards print them: groups of four
-# (the last one shorter) or American Express's 4-6-5, with spaces or dashes between. (Any
-# separator anywhere would take phone numbers, "+55 11 98765-4321", for card numbers.)
+# A payment card number: 14 to 19 digits starting with 2 to 6 (the card networks' first digits;
+# 13-digit cards are gone, and 13 digits are as often a time in milliseconds or a phone number
+# with its country code), not part of a longer run, written together or as cards print them:
+# groups of four (the last one shorter) or American Express's 4-6-5, with a space, dash or dot
+# between. (Any separator anywhere would take phone numbers, "+55 11 98765-4321", for cards.)
 _CARD_NUMBER = re.compile(
-    r"(?<![0-9])(?:[0-9]{13,19}"
-    r"|[0-9]{4}(?:[ -][0-9]{4}){2}[ -][0-9]{1,4}(?:[ -][0-9]{1,3})?"
-    r"|[0-9]{4}[ -][0-9]{6}[ -][0-9]{5})(?![0-9])"
+    r"(?<![0-9])(?:[2-6][0-9]{13,18}"
+    r"|[2-6][0-9]{3}(?:[ .-][0-9]{4}){2}[ .-][0-9]{2,4}(?:[ .-][0-9]{1,3})?"
+    r"|3[0-9]{3}[ .-][0-9]{6}[ .-][0-9]{5})(?![0-9])"
 )
-
-
-def _holds_a_card_number(value: Any) -> bool:
-    """Whether `value` (text, a whole number, or a number with no fraction) is, or has inside
-    it, a payment card number: 13 to 19 digits whose Luhn check holds."""
-    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
-        value = format(value, "f").split(".")[0]
-    elif isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    if not isinstance(value, str):
-        return False
-    return any(
-        _luhn(run.group().replace(" ", "").replace("-", "")) for run in _CARD_NUMBER.finditer(value)
-    )
-
-
-def _problems_in(value: Any, where: str) -> Iterator[tuple[str, str]]:
-    """(problem, where) in a value no model names: card numbers (in keys, values or text) and
-    whole numbers JSON writers do not keep exact."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if _holds_a_card_number(key):
-                yield "card", f"{where} (a key)"
-            yield from _problems_in(item, f"{where}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _problems_in(item, f"{where}.{index}")
-    elif isinstance(value, Decimal) and _written_length(value) > LONGEST_NUMBER:
-        yield "long", where
-    elif _holds_a_card_number(value):
-        yield "card", where
-    elif isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
-        yield "number", where
-
-
-# A number of a field no model names is delivered written out in full ("1e9" as 1000000000): a
-# few characters of JSON could otherwise stand for a billion digits.
+# Nesting, and digits written out, that a field no model names may have: a delivery carries it
+# as JSON, whose writers stop at a few hundred levels, and writes a number out in full ("1e9" as
+# 1000000000), where a few characters could otherwise stand for a billion digits.
+DEEPEST_NESTING = 64
 LONGEST_NUMBER = 64
+_WHOLE = range(-(2**63), 2**63)
+
+
+def _holds_a_card_number(text: str) -> bool:
+    """Whether `text` is, or has inside it, a payment card number (_CARD_NUMBER, Luhn)."""
+    text = unicodedata.normalize("NFKC", text)  # fullwidth digits, non-breaking spaces
+    return any(_luhn(re.sub(r"[ .-]", "", run.group())) for run in _CARD_NUMBER.finditer(text))
 
 
 def _written_length(value: Decimal) -> int:
     _, digits, exponent = value.as_tuple()
     assert isinstance(exponent, int)  # finite: the JSON reader refuses NaN and Infinity
     return len(digits) + exponent if exponent >= 0 else max(len(digits), -exponent) + 1
+
+
+def _problem_of(value: Any) -> str | None:
+    """What a value of a field no model names may not be, if anything."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, Decimal):
+        if _written_length(value) > LONGEST_NUMBER:
+            return "long"
+        if value != value.to_integral_value():
+            return None
+        value = int(value)  # a whole number written with a fraction or an exponent
+    if isinstance(value, int):
+        if value not in _WHOLE:
+            return "number"
+        value = str(value)
+    if isinstance(value, str) and _holds_a_card_number(value):
+        return "card"
+    return None
+
+
+def _problems_in(value: Any, path: tuple[str, ...]) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """(problem, where) in a value no model names. The path is a tuple, joined only for what
+    is reported: built as text for every element, it was quadratic in the length of the keys."""
+    if len(path) > DEEPEST_NESTING:
+        yield "deep", path[:DEEPEST_NESTING]
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if _problem_of(str(key)) == "card":
+                yield "card key", path
+            yield from _problems_in(item, (*path, str(key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _problems_in(item, (*path, str(index)))
+    else:
+        problem = _problem_of(value)
+        if problem is not None:
+            yield problem, path
+
+
+_SAID = {
+    "card": "has a card number at {}, which no event may carry (name a card by its brand and "
+    "last four digits)",
+    "card key": "has a card number as a key in {}, which no event may carry",
+    "number": "has a whole number beyond 64 bits at {}, which JSON readers do not keep exact",
+    "long": f"has a number longer than {LONGEST_NUMBER} digits written out at {{}}",
+    "deep": f"nests more than {DEEPEST_NESTING} levels deep at {{}}",
+}
 
 
 class Payload(ApiModel):
@@ -152,28 +179,16 @@ class Payload(ApiModel):
             if len(spellings & data.keys()) > 1:
                 lines.append(f"gives {field.alias} twice (also as {name})")
             named |= spellings
-        found: dict[str, list[str]] = {"card": [], "number": [], "long": []}
-        for key, value in data.items():
-            if key not in named:
-                if _holds_a_card_number(key):
-                    found["card"].append(f"{key} (a key)")
-                for problem, where in _problems_in(value, str(key)):
-                    found[problem].append(where)
-        if found["card"]:
-            lines.append(
-                f"has a card number at {', '.join(found['card'])}, which no event may carry "
-                "(name a card by its brand and last four digits)"
-            )
-        if found["number"]:
-            lines.append(
-                f"has a whole number beyond 64 bits at {', '.join(found['number'])}, which JSON "
-                "readers do not keep exact"
-            )
-        if found["long"]:
-            lines.append(
-                f"has a number longer than {LONGEST_NUMBER} digits written out at "
-                f"{', '.join(found['long'])}"
-            )
+        found: dict[str, list[str]] = {problem: [] for problem in _SAID}
+        unnamed = {key: value for key, value in data.items() if key not in named}
+        for problem, path in _problems_in(unnamed, ()):
+            # A card number used as a key is not repeated in the answer: where it is, is enough.
+            found[problem].append(".".join(path) or "the payload's own keys")
+        lines += [
+            _SAID[problem].format(", ".join(places[:10]))
+            for problem, places in found.items()
+            if places
+        ]
         if lines:
             raise ValueError("; ".join(lines))
         return data
@@ -248,7 +263,7 @@ class PixQrInbound(Payload):
 class PixQrPartnerInbound(PixQrInbound):
     """A partner's dynamic PIX QR code was paid: PIX_QR_INBOUND plus the partner."""
 
-    partner_id: WholeNumber = Field(ge=1)
+    partner_id: PositiveWholeNumber
 
 
 class PixReceiver(Party):
@@ -318,7 +333,7 @@ class CardRecurringInbound(Payload):
     recurrence_id: Identifier
     transaction_id: Identifier
     nsu: str = Field(pattern=r"^[0-9]{6,12}$")
-    charge_number: WholeNumber = Field(ge=1)
+    charge_number: PositiveWholeNumber
     amount: PayloadMoney
     card_brand: CardBrand
     card_last_digits: CardLastDigits
