@@ -404,6 +404,15 @@ _HOOK = b'"targetUrl": "https://a.example.com/", "eventType": "PIX_OUTBOUND"'
         # UTF-8 cannot carry a lone surrogate: the answer failed (500) when an error named one.
         (b'{"\\ud800": 1, "\\ud800": 2}', "\\ud800 is given more than once"),
         (b'{"x": {"\\udfff": "\\u0000"}}', "x.\\udfff must not contain the NUL character"),
+        # A key that holds a card number is named without it.
+        (
+            b'{"x": {"4111111111111111": "\\u0000"}}',
+            "x.(a key holding a card number) must not contain the NUL character",
+        ),
+        (
+            b'{"4111 1111 1111 1111": 1, "4111 1111 1111 1111": 2}',
+            "(a key holding a card number) is given more than once",
+        ),
     ],
 )
 async def test_a_body_refused_while_parsing_names_the_field(

@@ -32,6 +32,7 @@ from pydantic.alias_generators import to_camel
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
+from tucano.card_numbers import shown
 from tucano.clock import end_of_day, format_utc, start_of_day, to_millis
 
 
@@ -39,30 +40,42 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a valid JSON number")
 
 
-def _nul_at(value: Any, path: tuple[str, ...] = ()) -> str | None:
+def _nul_at(value: Any, path: list[str | int] | None = None) -> str | None:
     """Where the first NUL character is (a field path such as `payload.receiver.name`), if any.
-    The path is joined only when found: building it for every element of a large body was
-    quadratic in the length of its keys."""
+    The path (keys, and indexes of lists) is one list, extended and shortened as the walk goes,
+    and written out only when a NUL is found: built for every element, it cost time in the
+    depth and the keys' length."""
+    path = [] if path is None else path
     if isinstance(value, str):
-        return _joined(path) if "\x00" in value else None
+        return _written_path(path) if "\x00" in value else None
     if isinstance(value, dict):
         for key, item in value.items():
-            where = (*path, f".{key}" if path else str(key))
-            if "\x00" in str(key):
-                return _joined(where)
-            found = _nul_at(item, where)
+            path.append(key)
+            if "\x00" in key:
+                return _written_path(path)
+            found = _nul_at(item, path)
             if found is not None:
                 return found
+            path.pop()
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            found = _nul_at(item, (*path, f"[{index}]"))
+            path.append(index)
+            found = _nul_at(item, path)
             if found is not None:
                 return found
+            path.pop()
     return None
 
 
-def _joined(path: tuple[str, ...]) -> str:
-    return "".join(path)
+def _written_path(path: list[str | int]) -> str:
+    """`payload.receiver.name`, `items[2].x`: keys as an answer may show them (card_numbers)."""
+    written = ""
+    for part in path:
+        if isinstance(part, int):
+            written += f"[{part}]"
+        else:
+            written += f".{shown(part)}" if written else shown(part)
+    return written
 
 
 class InvalidBodyField(HTTPException):
@@ -87,7 +100,7 @@ def _object_without_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise InvalidBodyField(f"{key} is given more than once in one object")
+                raise InvalidBodyField(f"{shown(key)} is given more than once in one object")
             seen.add(key)
     return document
 

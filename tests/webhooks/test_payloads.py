@@ -308,3 +308,43 @@ def test_counts_and_partner_ids_start_at_one(model: Any, payload: dict[str, Any]
         model.model_validate(payload)
     field = next(iter(payload))
     assert any(error["loc"] == (field,) for error in refused.value.errors())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "4111 1111 1111 1111 123",  # a card and its security code
+        "2024 4111 1111 1111 1111",  # a year, then the card
+        "4111-1111-1111-1111-999",
+        "paid 4111111111111111.5",
+    ],
+)
+def test_a_card_number_beside_other_digits_is_found(text: str) -> None:
+    with pytest.raises(ValidationError, match="card number"):
+        PaymentLinkInbound.model_validate(link_payment(memo=text))
+    with pytest.raises(ValidationError, match="card number"):
+        PaymentLinkInbound.model_validate(link_payment(amountSeen=Decimal("4111111111111111.5")))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "63383683000123",  # a CNPJ written without punctuation (its digits pass the Luhn check)
+        "20260115000008",  # a date and time written as digits, the same
+        "1" * 63 + ".5",  # 64 digits written out
+        Decimal("1" * 63 + ".5"),
+        Decimal("0E+100"),  # zero
+    ],
+)
+def test_values_of_brazilian_systems_are_carried(value: Any) -> None:
+    payload = link_payment(extra=value)
+    assert PaymentLinkInbound.model_validate(payload).model_extra == {"extra": value}
+
+
+def test_a_payload_with_many_problems_is_refused_quickly_and_briefly() -> None:
+    payload = link_payment(**{"k" * 100_000: {"cards": ["4111111111111111"] * 10_000}})
+    with pytest.raises(ValidationError) as refused:
+        PaymentLinkInbound.model_validate(payload)
+    (error,) = refused.value.errors()
+    assert error["msg"].count(".cards.") == 10  # ten places named, no more
+    assert len(error["msg"]) < 1000  # long keys are cut

@@ -11,7 +11,6 @@ named by brand and last four digits).
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Annotated, Any, Literal
@@ -27,6 +26,7 @@ from pydantic import (
 )
 
 from tucano.brazil.documents import normalize_document
+from tucano.card_numbers import holds_a_card_number, shown
 from tucano.money import PayloadMoney
 from tucano.webhooks.events import EventType
 from tucano.wire import ApiModel, ReceivedTimestamp
@@ -74,42 +74,24 @@ CardBrand = Literal["VISA", "MASTERCARD", "ELO", "AMEX", "HIPERCARD", "DINERS", 
 Installments = Annotated[StrictInt, Field(ge=1, le=24)]
 
 
-def _luhn(digits: str) -> bool:
-    total = 0
-    for position, digit in enumerate(reversed(digits)):
-        doubled = int(digit) * (2 if position % 2 else 1)
-        total += doubled - 9 if doubled > 9 else doubled
-    return total % 10 == 0
-
-
-# A payment card number: 14 to 19 digits starting with 2 to 6 (the card networks' first digits;
-# 13-digit cards are gone, and 13 digits are as often a time in milliseconds or a phone number
-# with its country code), not part of a longer run, written together or as cards print them:
-# groups of four (the last one shorter) or American Express's 4-6-5, with a space, dash or dot
-# between. (Any separator anywhere would take phone numbers, "+55 11 98765-4321", for cards.)
-_CARD_NUMBER = re.compile(
-    r"(?<![0-9])(?:[2-6][0-9]{13,18}"
-    r"|[2-6][0-9]{3}(?:[ .-][0-9]{4}){2}[ .-][0-9]{2,4}(?:[ .-][0-9]{1,3})?"
-    r"|3[0-9]{3}[ .-][0-9]{6}[ .-][0-9]{5})(?![0-9])"
-)
 # Nesting, and digits written out, that a field no model names may have: a delivery carries it
 # as JSON, whose writers stop at a few hundred levels, and writes a number out in full ("1e9" as
 # 1000000000), where a few characters could otherwise stand for a billion digits.
 DEEPEST_NESTING = 64
 LONGEST_NUMBER = 64
 _WHOLE = range(-(2**63), 2**63)
-
-
-def _holds_a_card_number(text: str) -> bool:
-    """Whether `text` is, or has inside it, a payment card number (_CARD_NUMBER, Luhn)."""
-    text = unicodedata.normalize("NFKC", text)  # fullwidth digits, non-breaking spaces
-    return any(_luhn(re.sub(r"[ .-]", "", run.group())) for run in _CARD_NUMBER.finditer(text))
+PLACES_SHOWN = 10  # problems named in an answer, at most
 
 
 def _written_length(value: Decimal) -> int:
+    """How many digits `value` has written out in full ("0.05" has three, "0E+100" one)."""
+    if value.is_zero():
+        return 1
     _, digits, exponent = value.as_tuple()
     assert isinstance(exponent, int)  # finite: the JSON reader refuses NaN and Infinity
-    return len(digits) + exponent if exponent >= 0 else max(len(digits), -exponent) + 1
+    if exponent >= 0:
+        return len(digits) + exponent
+    return max(len(digits) + exponent, 1) + -exponent
 
 
 def _problem_of(value: Any) -> str | None:
@@ -120,35 +102,39 @@ def _problem_of(value: Any) -> str | None:
         if _written_length(value) > LONGEST_NUMBER:
             return "long"
         if value != value.to_integral_value():
-            return None
+            return "card" if holds_a_card_number(format(value, "f")) else None
         value = int(value)  # a whole number written with a fraction or an exponent
     if isinstance(value, int):
         if value not in _WHOLE:
             return "number"
         value = str(value)
-    if isinstance(value, str) and _holds_a_card_number(value):
+    if isinstance(value, str) and holds_a_card_number(value):
         return "card"
     return None
 
 
-def _problems_in(value: Any, path: tuple[str, ...]) -> Iterator[tuple[str, tuple[str, ...]]]:
-    """(problem, where) in a value no model names. The path is a tuple, joined only for what
-    is reported: built as text for every element, it was quadratic in the length of the keys."""
+def _problems_in(value: Any, path: list[str]) -> Iterator[tuple[str, str]]:
+    """(problem, where) in a value no model names. The path is one list, extended and
+    shortened as the walk goes, written out only for a problem found."""
     if len(path) > DEEPEST_NESTING:
-        yield "deep", path[:DEEPEST_NESTING]
+        yield "deep", ".".join(shown(key) for key in path[:DEEPEST_NESTING]) + "..."
         return
     if isinstance(value, dict):
         for key, item in value.items():
-            if _problem_of(str(key)) == "card":
-                yield "card key", path
-            yield from _problems_in(item, (*path, str(key)))
+            if holds_a_card_number(key):
+                yield "card key", ".".join(shown(k) for k in path) or "the payload's own keys"
+            path.append(key)
+            yield from _problems_in(item, path)
+            path.pop()
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _problems_in(item, (*path, str(index)))
+            path.append(str(index))
+            yield from _problems_in(item, path)
+            path.pop()
     else:
         problem = _problem_of(value)
         if problem is not None:
-            yield problem, path
+            yield problem, ".".join(shown(key) for key in path)
 
 
 _SAID = {
@@ -179,16 +165,17 @@ class Payload(ApiModel):
             if len(spellings & data.keys()) > 1:
                 lines.append(f"gives {field.alias} twice (also as {name})")
             named |= spellings
-        found: dict[str, list[str]] = {problem: [] for problem in _SAID}
+        places: dict[str, list[str]] = {problem: [] for problem in _SAID}
         unnamed = {key: value for key, value in data.items() if key not in named}
-        for problem, path in _problems_in(unnamed, ()):
-            # A card number used as a key is not repeated in the answer: where it is, is enough.
-            found[problem].append(".".join(path) or "the payload's own keys")
-        lines += [
-            _SAID[problem].format(", ".join(places[:10]))
-            for problem, places in found.items()
-            if places
-        ]
+        # The walk stops at a few problems: one is enough to refuse, and each place is written
+        # out (a payload built to have millions would otherwise cost that many).
+        for found, (problem, where) in enumerate(_problems_in(unnamed, []), start=1):
+            places[problem].append(where)
+            if found == PLACES_SHOWN:
+                break
+        for problem, shown_places in places.items():
+            if shown_places:
+                lines.append(_SAID[problem].format(", ".join(shown_places)))
         if lines:
             raise ValueError("; ".join(lines))
         return data
