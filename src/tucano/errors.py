@@ -27,7 +27,13 @@ from starlette.responses import Response
 from starlette.routing import Match
 
 from tucano.clock import clock, format_utc
-from tucano.wire import NESTED_TOO_DEEPLY, ApiModel, InvalidBodyField, json_response
+from tucano.wire import (
+    NESTED_TOO_DEEPLY,
+    ApiModel,
+    InvalidBodyField,
+    json_response,
+    written_path,
+)
 
 log = structlog.get_logger("tucano.errors")
 
@@ -223,12 +229,7 @@ def field_name(loc: Sequence[int | str]) -> str:
     parts = list(loc[1:]) if loc and loc[0] in ("body", "query", "path", "header") else list(loc)
     if loc and loc[0] == "body" and len(parts) == 1 and isinstance(parts[0], int):
         parts = []  # a JSON decode error's position, not a field
-    name = ""
-    for part in parts:
-        if isinstance(part, int):
-            name += f"[{part}]"
-        else:
-            name += f".{part}" if name else str(part)
+    name = written_path(parts)
     if not name:
         return "body" if loc and loc[0] == "body" else "request"
     return name

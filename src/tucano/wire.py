@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Annotated, Any
@@ -47,12 +47,12 @@ def _nul_at(value: Any, path: list[str | int] | None = None) -> str | None:
     depth and the keys' length."""
     path = [] if path is None else path
     if isinstance(value, str):
-        return _written_path(path) if "\x00" in value else None
+        return written_path(path) if "\x00" in value else None
     if isinstance(value, dict):
         for key, item in value.items():
             path.append(key)
             if "\x00" in key:
-                return _written_path(path)
+                return written_path(path)
             found = _nul_at(item, path)
             if found is not None:
                 return found
@@ -67,7 +67,7 @@ def _nul_at(value: Any, path: list[str | int] | None = None) -> str | None:
     return None
 
 
-def _written_path(path: list[str | int]) -> str:
+def written_path(path: Sequence[str | int]) -> str:
     """`payload.receiver.name`, `items[2].x`: keys as an answer may show them (card_numbers)."""
     written = ""
     for part in path:
