@@ -4,16 +4,22 @@ A card number here is what the card networks issue: 14 to 19 digits whose Luhn c
 whose first digits and length go together (Diners 14, American Express 15, most networks 16,
 Visa, Discover, JCB and UnionPay up to 19), written together or as cards print them (groups of
 four, the last one shorter, or 4-6-5 and 4-6-4) with a space, dash or dot between groups. Tied
-to the networks' prefixes, a 14-digit CNPJ or a date and time written as digits
-(20260115103000) is not taken for one; nor is a phone number ("+55 11 98765-4325").
+to the networks' prefixes, a date and time written as digits (20260115103000) is not taken for
+one; nor is a phone number ("+55 11 98765-4325"), a CNPJ (its own check digits tell), a UUID or
+an IBAN whose groups happen to line up as a card's.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 
+from tucano.brazil.documents import is_valid_cnpj
+
+_NOT_CARDS = re.compile(
+    r"\b[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}\b"  # UUID
+    r"|\b[A-Z]{2}[0-9]{2}(?: ?[0-9A-Z]{4}){3,7}(?: ?[0-9A-Z]{1,4})?\b"  # IBAN
+)
 # Runs of digit groups: digits, and single separators between them.
 _GROUPS = re.compile(r"[0-9]+(?:[ .-][0-9]+)*")
 _SEPARATOR = re.compile(r"[ .-]")
@@ -52,9 +58,9 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
-@functools.lru_cache(maxsize=4096)  # a text may repeat one group of digits many times over
 def _is_card_number(digits: str) -> bool:
-    return _issued(digits) and _luhn(digits)
+    # A CNPJ is 14 digits too, and some start as Diners cards do: its own check digits tell.
+    return _issued(digits) and _luhn(digits) and not is_valid_cnpj(digits)
 
 
 def holds_a_card_number(text: str) -> bool:
@@ -62,6 +68,8 @@ def holds_a_card_number(text: str) -> bool:
     could hold one is tried (a card followed by its security code, or after a year), each in
     constant time: linear in the text."""
     text = unicodedata.normalize("NFKC", text)  # fullwidth digits, non-breaking spaces
+    # A UUID's or an IBAN's groups can line up as a card's: neither is one.
+    text = _NOT_CARDS.sub(" ", text)
     for run in _GROUPS.finditer(text):
         groups = _SEPARATOR.split(run.group())
         lengths = tuple(len(group) for group in groups)
@@ -79,7 +87,9 @@ def holds_a_card_number(text: str) -> bool:
 
 
 def shown(key: str) -> str:
-    """A key as an answer may show it: never a card number, and at most 40 characters."""
-    if holds_a_card_number(key):
+    """A key (or any value) as an answer may show it: never a card number, at most 40
+    characters. Only its first 256 characters are read: longer, it is cut anyway."""
+    cut = key if len(key) <= 40 else key[:37] + "..."
+    if holds_a_card_number(key[:256]) or holds_a_card_number(cut):
         return "(a key holding a card number)"
-    return key if len(key) <= 40 else key[:37] + "..."
+    return cut

@@ -279,6 +279,19 @@ async def test_a_scope_not_granted_is_invalid_scope(service: RunningService, sco
     assert response.json()["error"] == "invalid_scope"
 
 
+async def test_an_unknown_scope_is_not_repeated_if_it_is_a_card_number(
+    service: RunningService,
+) -> None:
+    client_id, secret, _ = await service.client_credentials()
+    response = await service.http.post(
+        TOKEN,
+        data={"grant_type": "client_credentials", "scope": "4111111111111111"},
+        headers=basic(client_id, secret),
+    )
+    assert response.status_code == 400 and response.json()["error"] == "invalid_scope"
+    assert "4111111111111111" not in response.text
+
+
 # --- bearer tokens on the API ------------------------------------------------------------------
 
 

@@ -529,6 +529,16 @@ async def test_a_sort_field_given_twice_is_refused(merchant: Merchant) -> None:
         assert error["errors"] == ["sort names amount more than once"]
 
 
+async def test_a_refused_sort_does_not_repeat_a_card_number(merchant: Merchant) -> None:
+    for sort in ("4111111111111111,asc", "amount,4111 1111 1111 1111"):
+        response = await merchant.get(
+            f"{BASE}/link-payment", params={**window(), "sort": sort}, headers=tx()
+        )
+        error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+        assert "(a key holding a card number)" in error["errors"][0]
+        assert "1111" not in response.text
+
+
 @pytest.mark.parametrize("deep", [10_000, 3])
 async def test_every_page_carries_the_total_near_and_far(
     merchant: Merchant, monkeypatch: pytest.MonkeyPatch, deep: int

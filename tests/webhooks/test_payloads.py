@@ -330,6 +330,9 @@ def test_a_card_number_beside_other_digits_is_found(text: str) -> None:
     "value",
     [
         "63383683000123",  # a CNPJ written without punctuation (its digits pass the Luhn check)
+        "39042486000166",  # the same, starting as a Diners card does
+        "07c45cfb-5536-4934-8462-1452e39a3595",  # a UUID whose middle groups pass the check
+        "BR51 6070 1190 3148 2425 5465 8461 C",  # an IBAN, the same
         "20260115000008",  # a date and time written as digits, the same
         "1" * 63 + ".5",  # 64 digits written out
         Decimal("1" * 63 + ".5"),
@@ -348,3 +351,14 @@ def test_a_payload_with_many_problems_is_refused_quickly_and_briefly() -> None:
     (error,) = refused.value.errors()
     assert error["msg"].count(".cards.") == 10  # ten places named, no more
     assert len(error["msg"]) < 1000  # long keys are cut
+
+
+def test_a_long_key_is_cut_without_showing_a_card_number() -> None:
+    # Whole, the key holds twenty digits in a row (no card); cut to 37 characters, it would
+    # end with exactly one.
+    key = "x" * 21 + "4111111111111111" + "9999"
+    with pytest.raises(ValidationError) as refused:
+        PaymentLinkInbound.model_validate(link_payment(**{key: {"a": "4111111111111111"}}))
+    (error,) = refused.value.errors()
+    assert "has a card number at (a key holding a card number).a" in error["msg"]
+    assert "4111111111111111" not in error["msg"]

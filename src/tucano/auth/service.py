@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.auth.models import ApiClient, InstanceSecret
 from tucano.auth.tokens import MERCHANT_SCOPES, Scope
+from tucano.card_numbers import shown
 from tucano.clock import clock
 from tucano.config import Settings
 from tucano.db import Database
@@ -40,7 +41,7 @@ def parse_scopes(requested: Iterable[str]) -> tuple[Scope, ...]:
     for name in requested:
         for part in name.split():
             if part not in known:
-                raise ValueError(f"unknown scope {part!r}; known: {', '.join(known)}")
+                raise ValueError(f"unknown scope {shown(part)!r}; known: {', '.join(known)}")
             if known[part] not in result:
                 result.append(known[part])
     if not result:

@@ -40,6 +40,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from tucano import wire
 from tucano.brazil.documents import normalize_document
 from tucano.brazil.pix import SANDBOX_ISPB, new_end_to_end_id
+from tucano.card_numbers import shown
 from tucano.clock import clock, format_utc
 from tucano.db import Database
 from tucano.deliveries import service as deliveries
@@ -482,7 +483,7 @@ def parse_sort(values: Sequence[str], now: datetime, *, dialect: str) -> list[An
         if field not in columns or direction not in ("asc", "desc"):
             raise BadRequest(
                 f"sort must be field,asc or field,desc with field one of "
-                f"{', '.join(sorted(SORTABLE))} (got {value[:60]!r})"
+                f"{', '.join(sorted(SORTABLE))} (got {shown(value)!r})"
             )
         if field in sorted_by:
             # A second term on a field changes nothing, and thousands of them made SQLite
