@@ -281,6 +281,9 @@ def test_ordinary_values_are_carried(value: Any) -> None:
         ("\uff14\uff11\uff11\uff11" + "\uff11" * 12, "card number at extra"),  # fullwidth
         ("4111\u00a01111\u00a01111\u00a01111", "card number at extra"),  # non-breaking spaces
         ({"4111111111111111": "x"}, "card number as a key in extra"),
+        # List items are named as every other error names them (pydantic, the body reader).
+        ({"cards": ["ok", "4111 1111 1111 1111"]}, "card number at extra.cards[1]"),
+        ([{"4111111111111111": 1}], "card number as a key in extra[0]"),
         (Decimal("1e30"), "whole number beyond 64 bits at extra"),
         (-(2**63) - 1, "whole number beyond 64 bits at extra"),
         (Decimal("9" * 4001), "longer than 64 digits"),
@@ -349,7 +352,7 @@ def test_a_payload_with_many_problems_is_refused_quickly_and_briefly() -> None:
     with pytest.raises(ValidationError) as refused:
         PaymentLinkInbound.model_validate(payload)
     (error,) = refused.value.errors()
-    assert error["msg"].count(".cards.") == 10  # ten places named, no more
+    assert error["msg"].count(".cards[") == 10  # ten places named, no more
     assert len(error["msg"]) < 1000  # long keys are cut
 
 

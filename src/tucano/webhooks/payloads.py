@@ -26,10 +26,10 @@ from pydantic import (
 )
 
 from tucano.brazil.documents import normalize_document
-from tucano.card_numbers import holds_a_card_number, shown
+from tucano.card_numbers import holds_a_card_number
 from tucano.money import PayloadMoney
 from tucano.webhooks.events import EventType
-from tucano.wire import ApiModel, ReceivedTimestamp
+from tucano.wire import ApiModel, ReceivedTimestamp, written_path
 
 _DOCUMENT = re.compile(r"[0-9A-Z]{11}|[0-9A-Z]{14}")
 
@@ -113,28 +113,28 @@ def _problem_of(value: Any) -> str | None:
     return None
 
 
-def _problems_in(value: Any, path: list[str]) -> Iterator[tuple[str, str]]:
+def _problems_in(value: Any, path: list[str | int]) -> Iterator[tuple[str, str]]:
     """(problem, where) in a value no model names. The path is one list, extended and
     shortened as the walk goes, written out only for a problem found."""
     if len(path) > DEEPEST_NESTING:
-        yield "deep", ".".join(shown(key) for key in path[:DEEPEST_NESTING]) + "..."
+        yield "deep", written_path(path[:DEEPEST_NESTING]) + "..."
         return
     if isinstance(value, dict):
         for key, item in value.items():
             if holds_a_card_number(key):
-                yield "card key", ".".join(shown(k) for k in path) or "the payload's own keys"
+                yield "card key", written_path(path) or "the payload's own keys"
             path.append(key)
             yield from _problems_in(item, path)
             path.pop()
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            path.append(str(index))
+            path.append(index)
             yield from _problems_in(item, path)
             path.pop()
     else:
         problem = _problem_of(value)
         if problem is not None:
-            yield problem, ".".join(shown(key) for key in path)
+            yield problem, written_path(path)
 
 
 _SAID = {
