@@ -12,6 +12,10 @@ process per operation (all its threads; so on SQLite the database's own work is 
   1 KiB body cap) each POST the same signed body to the same receivers, 64 in flight.
 - engine: the delivery worker drains a burst already in the outbox (claims, signs, records,
   retires), with sending replaced by an answer of 200 at once: everything but the HTTP.
+- worker without a database: the delivery worker POSTs a burst to the receivers for real, its
+  deliveries claimed from the database before the clock starts and handed out from memory, its
+  outcomes dropped: everything but the database, the upper bound of what any database work
+  leaves the worker (the bare client is the ceiling of `bench.deliveries`).
 
 If the parts added up, a delivery would cost `engine + Sender`; `bench.deliveries` shows what a
 delivery costs when they run together. The difference is what they cost each other (caches,
@@ -29,7 +33,7 @@ import os
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from unittest import mock
 
@@ -49,6 +53,7 @@ from bench.deliveries import (
     run,
 )
 from tucano import wire
+from tucano.deliveries import service
 from tucano.deliveries.models import DeliveryResult
 from tucano.deliveries.sender import Sender, SendResult
 from tucano.deliveries.worker import DeliveryWorker
@@ -151,6 +156,46 @@ async def engine_cost(url: str, events: int) -> tuple[float, float]:
     return cpu / expected * 1e6, expected / seconds
 
 
+async def worker_without_database_cost(url: str, receivers: Receivers, events: int) -> float:
+    """CPU microseconds per delivery of the worker sending `events` x WEBHOOKS deliveries to
+    the receivers, with claims answered from memory (claimed beforehand, as the real claim
+    returns them) and outcomes not recorded."""
+    database, settings = await engine_database(url, receivers.urls())
+    burst = payloads(events)
+    for start in range(0, events, 100):
+        await publish(database, burst[start : start + 100], {})
+    expected = events * WEBHOOKS
+    claimed = (
+        await service.claim_due_deliveries(database, limit=expected, lease=timedelta(hours=1))
+    ).deliveries
+
+    async def from_memory(_database: object, *, limit: int, **_filters: object) -> service.Claim:
+        await asyncio.sleep(0)  # a turn of the event loop, as a statement would take
+        taken = claimed[:limit]
+        del claimed[:limit]
+        return service.Claim(taken, more_due=bool(claimed))
+
+    async def dropped(_database: object, _outcomes: object) -> None:
+        return None
+
+    stop = asyncio.Event()
+    with (
+        mock.patch.object(service, "claim_due_deliveries", from_memory),
+        mock.patch.object(service, "record_outcomes", dropped),
+    ):
+        async with aiohttp.ClientSession() as http:
+            await receivers.arrivals(http)  # what earlier measurements left there
+            cpu = time.process_time()
+            worker = asyncio.create_task(DeliveryWorker(database, settings).run(stop))
+            arrived = await receivers.wait_for(http, expected, within=300)
+            cpu = time.process_time() - cpu
+            stop.set()
+            await worker
+    await database.dispose()
+    assert len(arrived) == expected, f"{len(arrived)} of {expected} deliveries arrived"
+    return cpu / expected * 1e6
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=5000, help="events in the engine's burst")
@@ -165,12 +210,16 @@ async def main() -> None:
     tune_garbage_collector()  # as `tucano serve` and `tucano worker` do
 
     receivers = Receivers(WEBHOOKS, placement)
-    try:
-        http = await http_costs(receivers, args.posts)
-    finally:
-        receivers.stop()
     engine: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory() as workdir:
+        try:
+            http = await http_costs(receivers, args.posts)
+            url = await fresh_database("sqlite", None, Path(workdir))
+            http["worker without a database, one delivery"] = await worker_without_database_cost(
+                url, receivers, args.events
+            )
+        finally:
+            receivers.stop()
         for kind in kinds:
             url = await fresh_database(kind, pg_url, Path(workdir))
             try:
@@ -187,7 +236,8 @@ async def main() -> None:
     print(f"{'part':<50} {'CPU us':>7} {'per second':>11}")
     print("-" * 70)
     for name, cost in http.items():
-        print(f"{'HTTP: ' + name + ' (one POST)':<50} {cost:>7.1f} {'-':>11}")
+        label = name if name.startswith("worker") else f"HTTP: {name} (one POST)"
+        print(f"{label:<50} {cost:>7.1f} {'-':>11}")
     for kind, (cost, rate) in engine.items():
         label = f"engine without HTTP, {kind} (one delivery)"
         print(f"{label:<50} {cost:>7.1f} {rate:>11.0f}")
