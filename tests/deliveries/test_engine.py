@@ -633,6 +633,24 @@ async def test_results_in_a_range_inside_one_millisecond_are_none_not_an_error(
     assert response.json()["totalElements"] == 0
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"startDate": "9999-12-31T23:59:59.999Z"},
+        {"startDate": "9999-12-31T23:00:00.001Z", "endDate": "9999-12-31T23:59:59.999Z"},
+        {"startDate": "9999-12-31"},
+        {"endDate": "9999-12-31"},
+        {"startDate": "0001-01-01", "endDate": "9999-12-31T23:59:59.999Z"},
+    ],
+)
+async def test_results_at_the_ends_of_the_calendar_are_a_page_not_an_error(
+    merchant: Merchant, params: dict[str, str]
+) -> None:
+    response = await merchant.get("/webhook/v1/list/results", params=params)
+    assert response.status_code == 200, response.text
+    assert response.json()["totalElements"] == 0
+
+
 # --- redelivery, deactivation ---------------------------------------------------------------
 
 

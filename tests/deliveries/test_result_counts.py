@@ -189,6 +189,33 @@ async def test_a_result_at_a_whole_second_is_inside_a_range_that_starts_or_ends_
         assert total == len(rows) == 1, filters
 
 
+async def test_ranges_in_the_last_hour_of_year_9999_count_its_results(
+    database: Database,
+) -> None:
+    """The hour after 9999-12-31T23:00Z is no datetime: a range starting inside that hour
+    counts its rows, never overflowing."""
+    customer_id = random.randrange(10**9, 10**10)
+    last = datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
+    moments = [last - timedelta(minutes=30), last, START]
+    await service.record_outcomes(
+        database, [outcome(customer_id, 1, "PIX_OUTBOUND", "SUCCESS", at) for at in moments]
+    )
+    cases = [
+        (ResultFilters(start=last), 1),
+        (ResultFilters(start=last - timedelta(minutes=45)), 2),
+        (ResultFilters(start=last - timedelta(minutes=45), end=last - timedelta(minutes=1)), 1),
+        (ResultFilters(start=START, end=datetime.max.replace(tzinfo=UTC)), 3),
+        (ResultFilters(end=datetime.max.replace(tzinfo=UTC)), 3),
+        (ResultFilters(end=last - timedelta(hours=1)), 1),
+    ]
+    for filters, expected in cases:
+        async with database.session() as session:
+            rows, total = await service.list_results(
+                session, customer_id=customer_id, filters=filters, page=PageRequest(0, 20)
+            )
+        assert total == len(rows) == expected, filters
+
+
 async def test_every_page_carries_the_total_near_and_far(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -44,6 +44,8 @@ RESULTS = cast(Table, DeliveryResult.__table__)
 KEY = ("customer_id", "hour", "webhook_id", "event_type", "status")
 HOUR = timedelta(hours=1)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+LAST_MOMENT = datetime.max.replace(tzinfo=UTC)
+LAST_HOUR = (LAST_MOMENT - EPOCH) // HOUR  # the hour 9999-12-31T23:00Z starts
 FOLD_BATCH = 1000  # keys per fold
 
 # The hour of a result in SQL: PostgreSQL's epoch of a timestamptz is exact (numeric).
@@ -148,9 +150,13 @@ def total_matching(
     in one statement."""
     # Hours wholly inside [start, end]: from the first that starts at or after `start` up to,
     # not including, the one holding the microsecond after `end`.
+    # (In timedeltas: the hour after 9999-12-31T23:00Z is no datetime.)
     first_full = None if start is None else -(-(start - EPOCH) // HOUR)
-    end_full = None if end is None else hour_of(end + timedelta(microseconds=1))
+    end_full = None if end is None else (end - EPOCH + timedelta(microseconds=1)) // HOUR
     on_results = [RESULTS.c.customer_id == customer_id, *conditions]
+    if first_full is not None and first_full > LAST_HOUR:
+        # A start inside the last hour there is: no whole hour follows it, only rows.
+        end_full = first_full
 
     def results_between(low: datetime, high: datetime, *, high_included: bool) -> Any:
         upper = RESULTS.c.attempted_at <= high if high_included else RESULTS.c.attempted_at < high
@@ -162,9 +168,9 @@ def total_matching(
             .scalar_subquery()
         )
 
-    if start and end and first_full is not None and end_full is not None and first_full >= end_full:
+    if start and first_full is not None and end_full is not None and first_full >= end_full:
         # No whole hour inside: the rows themselves, at most two hours of them.
-        return results_between(start, end, high_included=True)
+        return results_between(start, end or LAST_MOMENT, high_included=True)
     hours = [COUNTS.c.customer_id == customer_id, *count_conditions]
     if first_full is not None:
         hours.append(COUNTS.c.hour >= first_full)
@@ -178,6 +184,6 @@ def total_matching(
     )
     if start is not None and first_full is not None:
         total = total + results_between(start, EPOCH + first_full * HOUR, high_included=False)
-    if end is not None and end_full is not None:
+    if end is not None and end_full is not None and end_full <= LAST_HOUR:
         total = total + results_between(EPOCH + end_full * HOUR, end, high_included=True)
     return total
