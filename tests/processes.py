@@ -53,6 +53,14 @@ class ServeProcess:
     def logs(self) -> str:
         return self.log_path.read_text()
 
+    def wait_for_log(self, text: str, timeout: float = 10) -> str:
+        """The logs once they hold `text` (a request is logged after its answer is sent, so
+        a client can read its answer before the line is written)."""
+        deadline = time.monotonic() + timeout
+        while text not in (logs := self.logs()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return logs
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
         if self.process.poll() is None:
             self.process.send_signal(sig)

@@ -90,7 +90,7 @@ def test_a_body_that_does_not_arrive_in_time_is_a_408_and_the_connection_closes(
         assert json.loads(body)["error"] == "invalid_request"
         # A path is logged as it was sent, trailing slash and all.
         assert httpx.get(server.base_url + "/health/").status_code == 200
-        logs = server.logs()
+        logs = server.wait_for_log('"path": "/health/"')
         assert '"path": "/health/"' in logs
     finally:
         server.stop()
