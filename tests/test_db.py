@@ -14,6 +14,7 @@ from sqlalchemy import make_url, text
 
 from tests.conftest import POSTGRES_URL, make_settings
 from tests.helpers import RunningService, assert_error_body, start_service
+from tests.payment_links.test_api import create
 from tucano.db import CoalescedLookup, Database, immediate_transaction, run_on_sqlite
 from tucano.errors import ErrorCode
 
@@ -261,18 +262,8 @@ async def test_pooled_connections_the_server_closed_are_replaced_unseen(
 ) -> None:
     running = postgres_service
     merchant = await running.merchant()
-    link = await merchant.post(
-        "/payment-link/v1",
-        json={
-            "payerName": "Ana",
-            "registrationNumber": "52998224725",
-            "amount": 10,
-            "numbersInstallments": 1,
-            "expirationDays": 1,
-        },
-        headers={"x-transaction-id": str(uuid4())},
-    )
-    read_link = f"/payment-link/v1/{link.json()['linkPaymentUuid']}"
+    link = await create(merchant)
+    read_link = f"/payment-link/v1/{link['linkPaymentUuid']}"
     requests = [("/webhook/v1/list", {}), (read_link, {"x-transaction-id": str(uuid4())})]
     for path, headers in requests * 4:  # every kind of pool holds a few connections
         assert (await merchant.get(path, headers=headers)).status_code == 200
@@ -356,6 +347,50 @@ async def test_a_server_out_of_connections_is_a_503_to_retry_not_a_500(
         await admin.close()
 
 
+@pytest.mark.parametrize("timeout", ["lock_timeout", "statement_timeout"])
+async def test_a_timeout_the_operator_set_is_a_503_to_retry_not_a_500(
+    private_database: Database, postgres_service: RunningService, timeout: str
+) -> None:
+    """Operators bound statements on the role or database (`ALTER ROLE tucano SET
+    statement_timeout = '30s'`, or `lock_timeout`); one that runs out is a busy database."""
+    from tucano.db import connect_asyncpg
+
+    merchant = await postgres_service.merchant()
+    created = await create(merchant)
+    database_name = make_url(private_database.url).database
+    admin = await connect_asyncpg(private_database.url)
+    try:
+        await admin.execute(f"ALTER DATABASE {database_name} SET {timeout} = '200ms'")
+        database = Database(private_database.url)  # its connections open with the setting
+        bounded = await start_service(make_settings(private_database.url), database)
+        try:
+            merchant.service = bounded
+            requests = [
+                "/webhook/v1/list",
+                f"/payment-link/v1/{created['linkPaymentUuid']}",
+                "/payment-link/v1/link-payment?startDate=2020-01-01&endDate=2099-12-31",
+            ]
+            async with admin.transaction():
+                # A migration or a long maintenance holds the tables.
+                await admin.execute(
+                    "LOCK TABLE webhooks, payment_links, payment_link_day_totals "
+                    "IN ACCESS EXCLUSIVE MODE"
+                )
+                for path in requests:
+                    response = await merchant.get(path, headers={"x-transaction-id": str(uuid4())})
+                    assert_error_body(response, 503, ErrorCode.UNAVAILABLE)
+                    assert response.headers["retry-after"] == "1"
+            for path in requests:  # the lock gone, the same requests work
+                response = await merchant.get(path, headers={"x-transaction-id": str(uuid4())})
+                assert response.status_code == 200, response.text
+        finally:
+            await bounded.stop()
+            await database.dispose()
+    finally:
+        await admin.execute(f"ALTER DATABASE {database_name} RESET {timeout}")
+        await admin.close()
+
+
 def test_what_counts_as_the_database_unavailable() -> None:
     import asyncpg
     from sqlalchemy import exc as sa
@@ -374,6 +409,8 @@ def test_what_counts_as_the_database_unavailable() -> None:
         sqlite3.OperationalError("database is locked"),
         ConnectionRefusedError(111, "Connect call failed"),
         asyncpg.TooManyConnectionsError('too many connections for role "tucano"'),
+        asyncpg.QueryCanceledError("canceling statement due to statement timeout"),
+        asyncpg.LockNotAvailableError("canceling statement due to lock timeout"),
         asyncpg.ObjectNotInPrerequisiteStateError(
             'database "tucano" is not currently accepting connections'
         ),

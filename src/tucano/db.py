@@ -540,8 +540,8 @@ async def connect_asyncpg(database_url: str, *, database: str | None = None) -> 
 
 def is_database_unavailable(exc: BaseException) -> bool:
     """True when `exc` (or what caused it) says the database could not be used just now: a
-    connection lost or refused, the server out of connections, the pool exhausted, SQLite's lock
-    held past its busy timeout.
+    connection lost or refused, the server out of connections, the pool exhausted, a statement
+    or lock timeout run out, SQLite's lock held past its busy timeout.
     Such a request is worth retrying (503), unlike a fault in Tucano (500)."""
     import asyncpg
     from sqlalchemy import exc as sa
@@ -556,7 +556,10 @@ def is_database_unavailable(exc: BaseException) -> bool:
             current,
             sa.TimeoutError  # no pooled connection free in time
             | asyncpg.PostgresConnectionError  # lost, or never made
-            | asyncpg.OperatorInterventionError  # terminated by an administrator, shutting down
+            # Terminated by an administrator, shutting down, or a statement_timeout an
+            # operator set run out (QueryCanceledError is one of these).
+            | asyncpg.OperatorInterventionError
+            | asyncpg.LockNotAvailableError  # an operator's lock_timeout: a lock held elsewhere
             | asyncpg.InterfaceError  # the connection is closed or in an unusable state
             # max_connections, or a role's or database's limit, reached: full for now. (Not
             # the other resources of its class: a statement out of shared memory for its locks
