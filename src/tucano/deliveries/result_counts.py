@@ -154,9 +154,6 @@ def total_matching(
     first_full = None if start is None else -(-(start - EPOCH) // HOUR)
     end_full = None if end is None else (end - EPOCH + timedelta(microseconds=1)) // HOUR
     on_results = [RESULTS.c.customer_id == customer_id, *conditions]
-    if first_full is not None and first_full > LAST_HOUR:
-        # A start inside the last hour there is: no whole hour follows it, only rows.
-        end_full = first_full
 
     def results_between(low: datetime, high: datetime, *, high_included: bool) -> Any:
         upper = RESULTS.c.attempted_at <= high if high_included else RESULTS.c.attempted_at < high
@@ -168,8 +165,13 @@ def total_matching(
             .scalar_subquery()
         )
 
-    if start and first_full is not None and end_full is not None and first_full >= end_full:
-        # No whole hour inside: the rows themselves, at most two hours of them.
+    if (
+        start is not None
+        and first_full is not None
+        and (first_full > LAST_HOUR or (end_full is not None and first_full >= end_full))
+    ):
+        # No whole hour inside (or none after a start in the last hour there is): the rows
+        # themselves, at most two hours of them.
         return results_between(start, end or LAST_MOMENT, high_included=True)
     hours = [COUNTS.c.customer_id == customer_id, *count_conditions]
     if first_full is not None:
