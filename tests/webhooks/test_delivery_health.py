@@ -131,8 +131,11 @@ async def test_an_older_failure_recorded_after_a_success_does_not_switch_a_webho
 
 
 async def test_a_success_recorded_as_the_deactivation_runs_keeps_the_webhook_on(
-    database: Database,
+    private_database: Database,
 ) -> None:
+    """(A database of its own: another test's service could run the job first and switch the
+    failing webhook off before this job starts.)"""
+    database = private_database
     if database.dialect != "postgresql":
         pytest.skip("PostgreSQL: SQLite's write lock puts the job and every writer in turn")
     now = clock.now()
