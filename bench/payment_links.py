@@ -86,13 +86,13 @@ async def load_links(database_url: str, count: int, start_index: int) -> None:
             """
             INSERT INTO payment_links (uuid, customer_id, payer_name, registration_number,
                 amount_cents, numbers_installments, description, user_reference, expiration_days,
-                verification_token, status, created_at, expires_at, autopay_at)
+                verification_token, status, created_at, expires_at, autopay_at, pix_txid)
             SELECT gen_random_uuid(), $1, 'Payer ' || i, lpad((i % 99999999999)::text, 11, '0'),
                 100 + (i * 7919) % 500000, 1 + i % 10, NULL, 'ref-' || (i % 1000), 5,
                 100000 + i % 900000, CASE WHEN i % 10 = 0 THEN 'PAID' ELSE 'CREATED' END,
                 timestamptz '2026-01-01 00:00:00+00' + ((i * 7919) % 31536000) * interval '1 s',
                 timestamptz '2026-01-06 00:00:00+00' + ((i * 7919) % 31536000) * interval '1 s',
-                NULL
+                NULL, upper(substr(replace(gen_random_uuid()::text, '-', ''), 1, 24))
             FROM generate_series($2::bigint, $3::bigint) AS i
             """,
             CUSTOMER_ID,

@@ -8,6 +8,7 @@ import sqlite3
 import time
 from importlib import resources
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -391,3 +392,80 @@ def test_the_command_runs_from_any_directory(tmp_path: Path) -> None:
     for command in ("serve", "worker", "migrate", "clients"):
         assert command in result.stdout
     assert not (elsewhere / "tucano.db").exists()  # --help touches no database
+
+
+def test_customers_set_and_show_a_merchant_profile_the_checkout_then_shows(
+    tmp_path: Path,
+) -> None:
+    server = start_serve(tmp_path)
+    try:
+        result = run_tucano(
+            "customers", "set", "--customer-id", "42", "--merchant-name", "Padaria São João",
+            "--merchant-city", "Belém", "--pix-key", "+55 (91) 98765-4321", "--mcc", "5462",
+            cwd=tmp_path,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        profile = json.loads(result.stdout)
+        assert profile == profile | {
+            "customerId": 42,
+            "merchantName": "Padaria São João",
+            "merchantCity": "Belém",
+            "pixKey": "+5591987654321",
+            "mcc": "5462",
+        }
+        shown = run_tucano("customers", "show", "--customer-id", "42", cwd=tmp_path)
+        assert shown.returncode == 0 and json.loads(shown.stdout) == profile
+        # A second set keeps what it is not given, and --clear-pix-key removes the key.
+        again = run_tucano(
+            "customers", "set", "--customer-id", "42", "--merchant-name", "Padaria Nova",
+            "--merchant-city", "Belém", cwd=tmp_path,
+        )  # fmt: skip
+        assert json.loads(again.stdout)["pixKey"] == "+5591987654321"
+        assert json.loads(again.stdout)["mcc"] == "5462"
+        cleared = run_tucano(
+            "customers", "set", "--customer-id", "42", "--merchant-name", "Padaria Nova",
+            "--merchant-city", "Belém", "--clear-pix-key", cwd=tmp_path,
+        )  # fmt: skip
+        assert json.loads(cleared.stdout)["pixKey"] is None
+
+        client = create_client(tmp_path, "--customer-id", "42")
+        headers = {
+            "Authorization": f"Bearer {token(server.base_url, client)}",
+            "x-transaction-id": "5b7f8f0e-3d3c-4f5e-9a53-2f1d2b6c7e10",
+        }
+        link = httpx.post(
+            server.base_url + "/payment-link/v1",
+            json={
+                "payerName": "Maria", "registrationNumber": "52998224725", "amount": 10,
+                "numbersInstallments": 1, "expirationDays": 1,
+            },
+            headers=headers,
+        ).json()  # fmt: skip
+        address = urlsplit(link["urlPayment"])
+        page = httpx.get(
+            f"{server.base_url}{address.path}?{address.query}", headers={"accept": "text/html"}
+        ).text
+        assert "Cobrança de Padaria Nova" in page
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--pix-key", "not-a-key"], "--pix-key"),
+        (["--mcc", "12"], "--mcc"),
+        (["--pix-key", "52998224725", "--clear-pix-key"], "not both"),
+    ],
+)
+def test_customers_set_refuses_what_the_checkout_cannot_use(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    run_tucano("migrate", cwd=tmp_path)
+    result = run_tucano(
+        "customers", "set", "--customer-id", "1", "--merchant-name", "Loja",
+        "--merchant-city", "Rio", *args, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode != 0 and says in result.stderr
+    missing = run_tucano("customers", "show", "--customer-id", "1", cwd=tmp_path)
+    assert missing.returncode != 0 and "no merchant profile" in missing.stderr

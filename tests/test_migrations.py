@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
+import uuid as uuid_module
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
@@ -313,3 +315,39 @@ async def test_cancelled_results_left_uncounted_are_counted(tmp_root: Path) -> N
         " WHERE customer_id = 7 GROUP BY status ORDER BY status",
     )
     assert rows == [("FAILED", 1), ("SUCCESS", 1)]
+
+
+async def test_links_made_before_the_checkout_get_a_txid_of_their_own(empty_database: str) -> None:
+    """0015: every link already there gets the txid its BR Code carries, each its own."""
+    await asyncio.to_thread(upgrade, empty_database, "0014_cancelled_deliveries")
+    engine = create_async_engine(empty_database, poolclass=NullPool)
+    try:
+        async with engine.begin() as connection:
+            for n in range(3):
+                await connection.execute(
+                    text(
+                        "INSERT INTO payment_links (uuid, customer_id, payer_name,"
+                        " registration_number, amount_cents, numbers_installments,"
+                        " expiration_days, verification_token, status, created_at, expires_at)"
+                        " VALUES (:uuid, 7, 'Maria', '52998224725', 1000, 1, 1, 123456,"
+                        " 'CREATED', :at, :at)"
+                    ),
+                    {
+                        "uuid": uuid_module.uuid4().hex
+                        if "sqlite" in empty_database
+                        else uuid_module.uuid4(),
+                        "at": datetime(2026, 11, 30, 10, n, tzinfo=UTC)
+                        if "postgresql" in empty_database
+                        else f"2026-11-30 10:0{n}:00.000000",
+                    },
+                )
+        await asyncio.to_thread(upgrade, empty_database)
+        async with engine.connect() as connection:
+            txids = (await connection.execute(text("SELECT pix_txid FROM payment_links"))).scalars()
+            found = list(txids)
+    finally:
+        await engine.dispose()
+    assert len(found) == 3 == len(set(found))
+    assert all(re.fullmatch(r"[A-Za-z0-9]{1,25}", txid) for txid in found), found
+    _, drift = await tables_and_drift(empty_database)
+    assert drift == []

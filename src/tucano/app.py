@@ -18,8 +18,10 @@ from tucano.auth.router import router as auth_router
 from tucano.auth.service import RevokedClients, resolve_secret_key
 from tucano.auth.tokens import derive_key
 from tucano.background import run_background
+from tucano.checkout.card_processor import CardProcessorError, load_card_processor
+from tucano.checkout.csrf import KEY_PURPOSE as CSRF_KEY_PURPOSE
 from tucano.checkout.router import router as checkout_router
-from tucano.config import Settings, load_settings
+from tucano.config import ConfigurationError, Settings, load_settings
 from tucano.db import Database
 from tucano.deliveries.router import internal_router as events_router
 from tucano.deliveries.router import router as deliveries_router
@@ -42,9 +44,10 @@ Tucano is a payments API for Brazil.
   signed per Standard Webhooks, and retries a failed delivery on `TUCANO_RETRY_SCHEDULE` (eight
   attempts over about a day by default) before giving it up as `EXHAUSTED`.
 * **Payment links** (`/payment-link/v1`): create a link for a payer and an amount, list, read and
-  report on links. `urlPayment` opens the link's checkout page for its payer (amount,
-  instalments, verification code); paying on that page, by card (up to 10 instalments) or PIX,
-  is not built yet. In sandbox, a link whose amount ends in 01 cents is paid by PIX on its own.
+  report on links. `urlPayment` opens the link's checkout page, where the payer pays by PIX (QR
+  code or copy-and-paste code) or by card in up to 10 instalments, and which then shows the
+  receipt; the merchant hears of it by a `PAYMENT_LINK_INBOUND` webhook. In sandbox, a link
+  whose amount ends in 01 cents is paid by PIX on its own, and test cards are accepted.
 * **Authentication**: `POST /oauth/v1/token` with client credentials gives a bearer token.
 
 Every error has one body: `errorCode`, `message`, `timestamp`, `xTransactionId`, `errors`.
@@ -73,6 +76,7 @@ def create_app(
         secret_key = await resolve_secret_key(settings, db)
         app.state.access_token_key = derive_key(secret_key, "access-token")
         app.state.checkout_key = derive_key(secret_key, CHECKOUT_KEY_PURPOSE)
+        app.state.csrf_key = derive_key(secret_key, CSRF_KEY_PURPOSE)
         # Checkout tokens in links payers hold outlive a change of key; access tokens do not.
         app.state.checkout_keys = [
             app.state.checkout_key,
@@ -111,6 +115,10 @@ def create_app(
         redirect_slashes=False,
     )
     app.state.settings = settings
+    try:
+        app.state.card_processor = load_card_processor(settings)
+    except CardProcessorError as exc:
+        raise ConfigurationError(str(exc)) from None
     app.add_middleware(
         EdgeMiddleware,
         max_body_bytes=settings.max_request_body_bytes,

@@ -1,4 +1,5 @@
-"""The `tucano` command: serve, worker, migrate, clients create / list / revoke."""
+"""The `tucano` command: serve, worker, migrate, clients create / list / revoke, customers set /
+show."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ app = typer.Typer(
 )
 clients_app = typer.Typer(help="Manage API clients (credentials for POST /oauth/v1/token).")
 app.add_typer(clients_app, name="clients")
+customers_app = typer.Typer(
+    help="Merchant profiles: the name, city and Pix key a payer's checkout shows and pays."
+)
+app.add_typer(customers_app, name="customers")
 
 
 def _fail(message: str) -> NoReturn:
@@ -115,7 +120,10 @@ def serve(
     _prepare_database(settings, migrate=migrate)
     size_resolver_threads()
     _exit_cleanly_after_sigterm()
-    app = create_app(settings, background=worker)
+    try:
+        app = create_app(settings, background=worker)
+    except ConfigurationError as exc:
+        _fail(str(exc))
     tune_garbage_collector()
     raise_open_files_limit()
     uvicorn.run(
@@ -337,3 +345,115 @@ def revoke_client_command(
     if revoked is None:
         _fail(f"no API client has the id {client_id!r}")
     typer.echo(json.dumps(revoked))
+
+
+@customers_app.command("set")
+def set_customer_command(
+    customer_id: Annotated[
+        int, typer.Option("--customer-id", help="The customer (merchant).", min=1, max=MAX_ID)
+    ],
+    merchant_name: Annotated[
+        str,
+        typer.Option(
+            "--merchant-name",
+            help="The name payers see (the BR Code carries it without accents, at most 25 "
+            "characters).",
+        ),
+    ],
+    merchant_city: Annotated[
+        str,
+        typer.Option(
+            "--merchant-city",
+            help="The merchant's city (the BR Code carries at most 15 characters).",
+        ),
+    ],
+    pix_key: Annotated[
+        str | None,
+        typer.Option(
+            "--pix-key",
+            help="The Pix key payments go to: a CPF, CNPJ, +55 phone, e-mail or random key. "
+            "Without one, production offers no PIX. Left out: the stored key is kept.",
+        ),
+    ] = None,
+    clear_pix_key: Annotated[
+        bool, typer.Option("--clear-pix-key", help="Remove the stored Pix key.")
+    ] = False,
+    mcc: Annotated[
+        str | None,
+        typer.Option("--mcc", help="Merchant category code, 4 digits (default 0000)."),
+    ] = None,
+) -> None:
+    """Create or change a customer's merchant profile and print it as one JSON object."""
+    from pydantic import ValidationError
+
+    from tucano.clock import clock
+    from tucano.customers.schemas import MerchantProfileInput
+    from tucano.customers.service import profile_summary, set_profile
+    from tucano.db import Database
+
+    if pix_key is not None and clear_pix_key:
+        _fail("give --pix-key or --clear-pix-key, not both")
+    try:
+        profile = MerchantProfileInput(
+            merchant_name=merchant_name, merchant_city=merchant_city, pix_key=pix_key, mcc=mcc
+        )
+    except ValidationError as exc:
+        _fail(
+            "; ".join(
+                f"--{str(e['loc'][0]).replace('_', '-')} {e['msg'].removeprefix('Value error, ')}"
+                for e in exc.errors()
+            )
+        )
+    settings = _settings()
+    _prepare_database(settings, migrate=False)
+
+    async def run() -> dict[str, object]:
+        database = Database(settings.database_url, pool_size=1)
+        try:
+            async with database.session() as session:
+                stored = await set_profile(
+                    session,
+                    customer_id=customer_id,
+                    profile=profile,
+                    clear_pix_key=clear_pix_key,
+                    now=clock.now(),
+                )
+                summary = profile_summary(stored)
+                await session.commit()
+                return summary
+        finally:
+            await database.dispose()
+
+    typer.echo(json.dumps(_run_on_database(run), ensure_ascii=False))
+
+
+@customers_app.command("show")
+def show_customer_command(
+    customer_id: Annotated[
+        int, typer.Option("--customer-id", help="The customer (merchant).", min=1, max=MAX_ID)
+    ],
+) -> None:
+    """Print a customer's merchant profile as one JSON object."""
+    from tucano.customers.service import get_profile, profile_summary
+    from tucano.db import Database
+
+    settings = _settings()
+    _prepare_database(settings, migrate=False)
+
+    async def run() -> dict[str, object] | None:
+        database = Database(settings.database_url, pool_size=1)
+        try:
+            async with database.read_session() as session:
+                stored = await get_profile(session, customer_id=customer_id)
+                return None if stored is None else profile_summary(stored)
+        finally:
+            await database.dispose()
+
+    shown = _run_on_database(run)
+    if shown is None:
+        sandbox = " (its sandbox checkout shows TUCANO SANDBOX)" if settings.is_sandbox else ""
+        _fail(
+            f"customer {customer_id} has no merchant profile{sandbox}: "
+            "set one with tucano customers set"
+        )
+    typer.echo(json.dumps(shown, ensure_ascii=False))

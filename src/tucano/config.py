@@ -57,6 +57,9 @@ def parse_duration(text: str) -> timedelta:
 _PUBLIC_URL = re.compile(r"(?i:https?)://[\w.\-\[\]:%]+(?:/[\w.~!$&'()*+,;=:@%/-]*)?")
 
 
+_FACTORY = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")
+
+
 def _split_list(value: Any) -> Any:
     if isinstance(value, str):
         return [item.strip() for item in value.split(",") if item.strip()]
@@ -82,6 +85,12 @@ class Settings(BaseSettings):
     retry_schedule: Annotated[list[timedelta], NoDecode] = Field(
         default_factory=lambda: [parse_duration(d) for d in DEFAULT_RETRY_SCHEDULE.split(",")]
     )
+
+    # Who authorizes the checkout's card payments: empty for the sandbox's test cards in sandbox
+    # and no card payment in production; `none`; `sandbox`; or `package.module:factory` of an
+    # acquirer's CardProcessor (docs/checkout.md).
+    card_processor: str = ""
+    card_processor_timeout_seconds: Seconds = Field(default=30.0, gt=0)
 
     access_token_ttl_seconds: int = Field(default=3600, ge=60, le=86400)
     max_request_body_bytes: int = Field(default=1024 * 1024, ge=1024)
@@ -244,6 +253,27 @@ class Settings(BaseSettings):
             raise ValueError("each of TUCANO_PREVIOUS_SECRET_KEYS must be at least 32 characters")
         return self
 
+    @field_validator("card_processor")
+    @classmethod
+    def _known_processor(cls, value: str) -> str:
+        value = value.strip()
+        if value.lower() in ("", "none", "sandbox"):
+            return value.lower()
+        if not _FACTORY.fullmatch(value):
+            raise ValueError(
+                "must be empty, none, sandbox, or package.module:factory naming a card processor"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _no_test_cards_in_production(self) -> Settings:
+        if self.environment is Environment.PRODUCTION and self.card_processor == "sandbox":
+            raise ValueError(
+                "TUCANO_CARD_PROCESSOR=sandbox approves test cards: it cannot run when "
+                "TUCANO_ENVIRONMENT=production"
+            )
+        return self
+
     @model_validator(mode="after")
     def _lease_outlasts_an_attempt(self) -> Settings:
         if self.delivery_lease_seconds < 2 * self.delivery_timeout_seconds:
@@ -256,6 +286,15 @@ class Settings(BaseSettings):
     @property
     def is_sandbox(self) -> bool:
         return self.environment is Environment.SANDBOX
+
+    @property
+    def card_processor_name(self) -> str | None:
+        """The processor to load: `sandbox`, a factory's path, or None for no card payment."""
+        if self.card_processor == "none":
+            return None
+        if self.card_processor == "":
+            return "sandbox" if self.is_sandbox else None
+        return self.card_processor
 
     @property
     def is_sqlite(self) -> bool:

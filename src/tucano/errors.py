@@ -75,6 +75,11 @@ class ErrorCode(IntEnum):
     IDEMPOTENCY_KEY_CONFLICT = 47, 409, "Idempotency-Key already used with a different request"
     REQUEST_TIMEOUT = 48, 408, "The request body did not arrive in time"
     HEADERS_TOO_LARGE = 49, 431, "Request headers too large"
+    CHECKOUT_FORM_EXPIRED = 50, 403, "The checkout form failed its anti-forgery check"
+    CARD_REFUSED = 51, 402, "The card payment was refused"
+    CARD_PAYMENT_LOCKED = 52, 429, "Card payment of this link is locked for a while"
+    PAYMENT_METHOD_UNAVAILABLE = 53, 403, "This payment method is not offered for this link"
+    CARD_PAYMENT_IN_PROGRESS = 54, 409, "Another card payment of this link is in progress"
 
 
 class ErrorBody(ApiModel):

@@ -1,6 +1,8 @@
 """Every table of the service, imported in one place so Alembic and tests see the whole schema."""
 
 from tucano.auth.models import ApiClient, InstanceSecret
+from tucano.checkout.models import CardAttempt
+from tucano.customers.models import MerchantProfile
 from tucano.db import Base
 from tucano.deliveries.models import Delivery, DeliveryResult, DeliveryResultCount, Event
 from tucano.payment_links.models import (
@@ -16,6 +18,7 @@ metadata = Base.metadata
 
 __all__ = [
     "ApiClient",
+    "CardAttempt",
     "Delivery",
     "DeliveryResult",
     "DeliveryResultCount",
@@ -24,6 +27,7 @@ __all__ = [
     "InstanceSecret",
     "LinkDayChange",
     "LinkDayTotal",
+    "MerchantProfile",
     "Payment",
     "PaymentLink",
     "Webhook",

@@ -17,7 +17,7 @@ from tests.conftest import TEST_SECRET_KEY, make_settings
 from tests.helpers import Merchant, RunningService, assert_error_body, start_service
 from tests.payment_links.test_api import create
 from tests.payment_links.test_payments import pay
-from tucano.checkout.router import brl
+from tucano.checkout.rendering import brl
 from tucano.clock import clock
 from tucano.db import Database
 from tucano.errors import ErrorCode
@@ -69,6 +69,75 @@ async def test_the_checkout_shows_the_link_to_its_payer(
     assert page.headers["cache-control"] == "no-store"
     assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
     assert page.headers["x-frame-options"] == "DENY"
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert "strict-transport-security" not in page.headers  # TUCANO_PUBLIC_URL is http here
+    assert "onfirme o código antes de pagar" in text
+
+
+async def test_the_page_loads_nothing_inline_and_nothing_from_elsewhere(
+    service: RunningService, merchant: Merchant
+) -> None:
+    page = await open_page(service, checkout_path(await create(merchant)), **BROWSER)
+    policy = page.headers["content-security-policy"]
+    assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+    directives = dict(d.strip().split(" ", 1) for d in policy.split(";"))
+    assert directives["default-src"] == "'none'"
+    assert directives["script-src"] == directives["style-src"] == "'self'"
+    assert directives["form-action"] == "'self'" and directives["frame-ancestors"] == "'none'"
+    text = page.text
+    assert "<style" not in text and " style=" not in text
+    assert not re.search(r"<script(?![^>]*\bsrc=)", text)  # every script is a file
+    assert not re.search(r"\bon[a-z]+=", text)  # no inline handlers
+    assets = re.findall(r'(?:href|src)="(/checkout/assets/[^"]+)"', text)
+    assert len(assets) == 2
+    assert not re.search(r'(?:href|src)="(?:https?:)?//', text)  # no third-party asset or font
+    for asset, kind in zip(sorted(assets), ["text/css", "text/javascript"], strict=True):
+        answer = await service.http.get(asset)
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith(kind)
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert "immutable" in answer.headers["cache-control"]
+    assert (await service.http.get("/checkout/assets/nope.js")).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("accept_language", "says"),
+    [
+        ("", "Pagar com cartão de crédito"),
+        ("pt-BR,pt;q=0.9,en;q=0.8", "Pagar com cartão de crédito"),
+        ("en-US,en;q=0.9,pt-BR;q=0.8", "Pay by credit card"),
+        ("en", "Pay by credit card"),
+        ("fr-FR,fr;q=0.9", "Pagar com cartão de crédito"),
+        ("fr,en;q=0.5", "Pay by credit card"),
+        ("en;q=0.4,pt;q=0.6", "Pagar com cartão de crédito"),
+    ],
+)
+async def test_the_page_is_in_portuguese_unless_the_browser_prefers_english(
+    service: RunningService, merchant: Merchant, accept_language: str, says: str
+) -> None:
+    link = await create(merchant, amount=Decimal("1234.50"), numbersInstallments=2)
+    page = await open_page(
+        service, checkout_path(link), **BROWSER, **{"accept-language": accept_language}
+    )
+    assert says in page.text
+    english = says.startswith("Pay")
+    assert f'<html lang="{"en" if english else "pt-BR"}">' in page.text
+    assert ("R$ 1,234.50" if english else "R$ 1.234,50") in page.text
+    assert ("2x of R$ 617.25" if english else "2x de R$ 617,25") in page.text
+    assert "Accept-Language" in page.headers["vary"]
+
+
+async def test_behind_https_the_page_asks_for_https_only(
+    database_url: str, database: Database
+) -> None:
+    running = await start_service(
+        make_settings(database_url, public_url="https://pay.example.com"), database
+    )
+    try:
+        page = await open_page(running, checkout_path(await create(await running.merchant())))
+        assert page.headers["strict-transport-security"].startswith("max-age=")
+        assert "secure" in page.headers["set-cookie"].lower()
+    finally:
+        await running.stop()
 
 
 async def test_the_checkout_offers_no_instalment_under_a_cent(
@@ -78,13 +147,16 @@ async def test_the_checkout_offers_no_instalment_under_a_cent(
     link = await create(merchant, amount=Decimal("0.03"), numbersInstallments=10)
     assert len(link["installmentsOptions"]) == 10  # the API lists them all, as the spec says
     text = (await open_page(service, checkout_path(link), **BROWSER)).text
-    offered = re.findall(r"<li>(\d+)x de (R\$ [0-9,.]+)</li>", text)
+    offered = re.findall(r'<option value="\d+"[^>]*>(\d+)x de (R\$ [0-9,.]+)</option>', text)
     assert offered == [("1", "R$ 0,03"), ("2", "R$ 0,02"), ("3", "R$ 0,01")]
 
 
 @pytest.mark.parametrize(
     ("method", "installments", "shown"),
-    [(METHOD_CARD, 3, "Pago com cartão de crédito em 3 parcelas"), (METHOD_PIX, 1, "Pago com PIX")],
+    [
+        (METHOD_CARD, 3, "3x: 1x de R$ 33,34 e 2x de R$ 33,33"),
+        (METHOD_PIX, 1, "data-payment-method>PIX<"),
+    ],
 )
 async def test_a_paid_link_shows_its_payment_and_no_more_options(
     service: RunningService, merchant: Merchant, method: int, installments: int, shown: str
@@ -95,7 +167,8 @@ async def test_a_paid_link_shows_its_payment_and_no_more_options(
     assert page.status_code == 200
     assert 'data-status="PAID"' in page.text
     assert shown in page.text and "R$ 100,00" in page.text
-    assert "data-installments" not in page.text
+    assert "Pagamento aprovado" in page.text and "<form" not in page.text
+    assert "onfirme o código antes de pagar" not in page.text
 
 
 @pytest.mark.parametrize(
@@ -133,7 +206,10 @@ async def test_a_token_that_is_not_this_links_opens_nothing(
     assert body["errors"] == [
         "this checkout address is not valid: its token is missing, altered or another link's"
     ]
-    assert answer.headers["cache-control"] == "no-store" and answer.headers["vary"] == "Accept"
+    assert (
+        answer.headers["cache-control"] == "no-store"
+        and answer.headers["vary"] == "Accept, Accept-Language"
+    )
 
     page = await open_page(service, wrong, **BROWSER)
     assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")

@@ -72,6 +72,14 @@ def new_txid(rng: random.Random | None = None) -> str:
     return _random_string(rng, _TXID_ALPHABET, TXID_LENGTH)
 
 
+BR_CODE_TXID_LENGTH = 25  # the most a BR Code's field 62-05 carries
+
+
+def new_br_code_txid(rng: random.Random | None = None) -> str:
+    """The txid of a link's BR Code: 25 of [a-zA-Z0-9] (about 148 random bits)."""
+    return _random_string(rng, _TXID_ALPHABET, BR_CODE_TXID_LENGTH)
+
+
 def is_valid_txid(value: str) -> bool:
     """True for 26 to 35 of [a-zA-Z0-9], the txid a dynamic QR charge may carry."""
     return _TXID.fullmatch(value) is not None

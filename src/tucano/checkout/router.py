@@ -1,48 +1,61 @@
-"""The payer's checkout page: `urlPayment` opens it. HTML for a browser; an error is a page of
-the same status for a browser and the one error body of decisions.md for anything else."""
+"""The payer's checkout: the page `urlPayment` opens, its forms (card; PIX simulation in
+sandbox), the status its script polls, and its stylesheet and script.
+
+Forms are plain HTML posts (the page works without JavaScript), each checked against forgery
+(forms.py); one that pays answers 303 to the page, which then shows the receipt.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-from decimal import Decimal
+import uuid
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, Response
-from jinja2 import Environment, PackageLoader, select_autoescape
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from tucano.checkout import service
-from tucano.checkout.service import NOT_A_CHECKOUT
+from tucano import flows
+from tucano.brazil.pix import SANDBOX_ISPB, new_end_to_end_id
+from tucano.checkout import card_payments
+from tucano.checkout import service as checkouts
+from tucano.checkout.card_payments import (
+    CardInProgress,
+    CardLocked,
+    CardPaid,
+    CardRefused,
+    LinkNotPayable,
+)
+from tucano.checkout.cards import CardDetails, card_brand, read_card, security_code_lengths
+from tucano.checkout.forms import CARD_BODY, SIMULATION_BODY, check_forgery, read_form
+from tucano.checkout.page import CardForm, offered_installments, problem_text
+from tucano.checkout.rendering import (
+    ASSETS,
+    error_answer,
+    error_body,
+    language_of,
+    page_headers,
+    page_urls,
+    refused,
+    show,
+    to_page,
+)
+from tucano.checkout.service import NOT_A_CHECKOUT, Checkout
+from tucano.checkout.texts import TEXTS, Language, hour
 from tucano.clock import clock
 from tucano.db import ReadSessionDep
-from tucano.errors import AppError, ErrorCode, error_response, transaction_id_of
-from tucano.http import preferred_media_type
+from tucano.deliveries.service import NewEvent
+from tucano.errors import AppError, ErrorCode
 from tucano.money import from_cents
-from tucano.payment_links.installments import installment_options
-from tucano.payment_links.schemas import METHOD_PIX
-from tucano.wire import parse_uuid
+from tucano.webhooks.events import EventType
+from tucano.webhooks.payloads import Party, PixQrInbound
+from tucano.wire import json_response, parse_uuid
 
 router = APIRouter(tags=["checkout"])
 
-_templates = Environment(
-    loader=PackageLoader("tucano.checkout", "templates"),
-    autoescape=select_autoescape(default=True),
-    auto_reload=False,
-)
-# The token is in the page's address: no Referer may carry it away, no cache keep the page, and
-# no other site frame it. Nothing but the page's own inline style loads.
-PAGE_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
-        "form-action 'self'; frame-ancestors 'none'"
-    ),
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Vary": "Accept",  # a page for a browser, the error body for anything else
-}
 LONGEST_TOKEN = 4096
+LinkId = Annotated[str, Path(alias="linkPaymentUuid")]
+Token = Annotated[str, Query(description="The signed checkout token.")]
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -56,95 +69,308 @@ def _error(description: str) -> dict[str, Any]:
     }
 
 
-# Brasília time (no daylight saving since 2019): a fixed offset needs no time-zone database.
-_BRASILIA = timezone(timedelta(hours=-3))
+_NOT_FOUND = _error("No such link, or a token that is missing, altered or another link's.")
+_EXPIRED = _error("The link has expired.")
+_NOT_A_FORM = _error("The form was not sent as application/x-www-form-urlencoded.")
+_PAID: dict[int | str, dict[str, Any]] = {
+    303: {
+        "description": "Paid (or already paid): the checkout page, which shows the receipt.",
+        "headers": {"Location": {"schema": {"type": "string"}}},
+    }
+}
 
 
-def brl(amount: Decimal) -> str:
-    """1234.5 as R$ 1.234,50."""
-    whole, cents = f"{amount:,.2f}".split(".")
-    return f"R$ {whole.replace(',', '.')},{cents}"
+def _link_uuid(text: str) -> uuid.UUID:
+    try:
+        return parse_uuid(text)
+    except ValueError:
+        raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND, errors=[NOT_A_CHECKOUT]) from None
 
 
-def brasilia(moment: datetime) -> str:
-    return moment.astimezone(_BRASILIA).strftime("%d/%m/%Y %H:%M")
+def _check_token(request: Request, token: str) -> None:
+    # Ours are a few hundred characters, and an address carries one: of two, which would
+    # count? (The framework would take the last.)
+    if len(token) > LONGEST_TOKEN or len(request.query_params.getlist("token")) > 1:
+        raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND, errors=[NOT_A_CHECKOUT])
 
 
-def _page(name: str, status: int, **context: Any) -> HTMLResponse:
-    html = _templates.get_template(name).render(**context)
-    return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
+async def _open(request: Request, session: AsyncSession, link_id: str, token: str) -> Checkout:
+    link_uuid = _link_uuid(link_id)
+    _check_token(request, token)
+    state = request.app.state
+    return await checkouts.open_checkout(
+        session,
+        link_uuid=link_uuid,
+        token=token,
+        keys=state.checkout_keys,
+        now=clock.now(),
+        sandbox=state.settings.is_sandbox,
+        card_processor_configured=state.card_processor is not None,
+    )
+
+
+async def _submitted(
+    request: Request, session: AsyncSession, link_id: str, token: str
+) -> tuple[Checkout, dict[str, str]]:
+    """The checkout a form was posted to, and the form, once it passed the forgery check. The
+    read's session is closed then: a payment writes in sessions of its own."""
+    checkout = await _open(request, session, link_id, token)
+    form = await read_form(request)
+    check_forgery(request, form, checkout.link.uuid)
+    await session.close()
+    return checkout, form
+
+
+def _back(link_id: str, token: str) -> str | None:
+    """The checkout page a failed form came from, for the error page's link back."""
+    try:
+        return page_urls(parse_uuid(link_id), token)["page"]
+    except ValueError:
+        return None
+
+
+@router.get("/checkout/assets/{name}", include_in_schema=False)
+async def checkout_asset(name: str) -> Response:
+    if name not in ASSETS:
+        raise AppError(ErrorCode.ROUTE_NOT_FOUND, errors=["no such checkout asset"])
+    body, media_type = ASSETS[name]
+    return Response(
+        body,
+        media_type=media_type,
+        headers={
+            "Cache-Control": "public, max-age=31536000, immutable",
+            "X-Content-Type-Options": "nosniff",
+        },
+    )
 
 
 @router.get(
     "/checkout/{linkPaymentUuid}",
     summary="The payer's checkout page (the link's urlPayment)",
-    description="An HTML page showing the link to its payer: amount, instalments offered, "
-    "verification token, and its payment once paid. 404 for a token that is missing, altered or "
-    "another link's; 410 once the link has expired. Errors are an HTML page for a client that "
-    "prefers text/html, the error body otherwise.",
+    description="An HTML page where the payer pays the link: by PIX (QR code and copy-and-paste "
+    "code) or by card in instalments, in Portuguese (English when Accept-Language prefers it); "
+    "once paid, its receipt. 404 for a token that is missing, altered or another link's; 410 "
+    "once the link has expired. Errors are an HTML page for a client that prefers text/html, "
+    "the error body otherwise.",
     response_class=HTMLResponse,
-    responses={
-        404: _error("No such link, or a token that is missing, altered or another link's."),
-        410: _error("The link has expired."),
-    },
+    responses={404: _NOT_FOUND, 410: _EXPIRED},
 )
 async def checkout_page(
-    link_id: Annotated[str, Path(alias="linkPaymentUuid")],
-    request: Request,
-    session: ReadSessionDep,
-    token: Annotated[str, Query(description="The signed checkout token.")] = "",
+    link_id: LinkId, request: Request, session: ReadSessionDep, token: Token = ""
 ) -> Response:
-    now = clock.now()
     try:
-        try:
-            link_uuid = parse_uuid(link_id)
-        except ValueError:
-            raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND, errors=[NOT_A_CHECKOUT]) from None
-        # Ours are a few hundred characters, and an address carries one: of two, which would
-        # count? (The framework would take the last.)
-        if len(token) > LONGEST_TOKEN or len(request.query_params.getlist("token")) > 1:
-            raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND, errors=[NOT_A_CHECKOUT])
-        checkout = await service.open_checkout(
+        checkout = await _open(request, session, link_id, token)
+    except AppError as error:
+        return error_answer(request, error)
+    return show(request, checkout, token)
+
+
+@router.get(
+    "/checkout/{linkPaymentUuid}/status",
+    summary="The link's status, for the checkout page's script",
+    description='`{"status": "CREATED"}` or `{"status": "PAID"}`; 404 and 410 as the page.',
+    responses={
+        200: {
+            "description": "The link's status.",
+            "content": {"application/json": {"example": {"status": "CREATED"}}},
+        },
+        404: _NOT_FOUND,
+        410: _EXPIRED,
+    },
+)
+async def checkout_status(
+    link_id: LinkId, request: Request, session: ReadSessionDep, token: Token = ""
+) -> Response:
+    try:
+        link_uuid = _link_uuid(link_id)
+        _check_token(request, token)
+        found = await checkouts.find_link(
             session,
             link_uuid=link_uuid,
             token=token,
             keys=request.app.state.checkout_keys,
-            now=now,
+            now=clock.now(),
         )
     except AppError as error:
-        wanted = preferred_media_type(
-            request.headers.get("accept", ""), ["application/json", "text/html"]
+        return error_body(request, error.code, error.errors)
+    return json_response({"status": found.status}, headers=page_headers(request))
+
+
+def _card_form(
+    form: dict[str, str], checkout: Checkout, language: Language
+) -> tuple[CardDetails | None, CardForm]:
+    """The card of a submitted form, and the form to show again (its problems worded)."""
+    t = TEXTS[language]
+    card = read_card(form, today=clock.now().date())
+    link = checkout.link
+    most = len(offered_installments(link.amount_cents, link.numbers_installments))
+    installments = form.get("installments", "1").strip()
+    problems: dict[str, str] = {}
+    if isinstance(card, dict):
+        brand = card_brand(form.get("card_number", "").replace(" ", ""))
+        digits = (" ou " if language == "pt-BR" else " or ").join(
+            str(n) for n in security_code_lengths(brand)
         )
-        if wanted == "text/html":
-            return _page("unavailable.html", error.status_code, expired=error.status_code == 410)
-        return error_response(
-            error.code,
-            transaction_id_of(request.scope.get("state", {})),
-            errors=error.errors,
-            headers=PAGE_HEADERS,
-        )
-    link, payment = checkout.link, checkout.payment
-    return _page(
-        "checkout.html",
-        200,
-        link=link,
-        paid=checkout.status == "PAID",
-        amount=brl(from_cents(link.amount_cents)),
-        expires=brasilia(link.expires_at),
-        # Only the options a card charge can be split into: no instalment under a cent (a
-        # link of R$ 0,03 in up to 10 offers 1x to 3x; installmentsOptions lists them all).
-        options=[
-            (n, brl(each))
-            for n, each in installment_options(
-                link.amount_cents, min(link.numbers_installments, link.amount_cents)
-            )
-        ],
-        payment=None
-        if payment is None
-        else {
-            "method": "PIX" if payment.method == METHOD_PIX else "cartão de crédito",
-            "installments": payment.installments,
-            "amount": brl(from_cents(payment.amount_cents)),
-            "date": brasilia(payment.paid_at),
-        },
+        problems = {name: problem_text(p, language, digits=digits) for name, p in card.items()}
+    if not (installments.isascii() and installments.isdigit() and 1 <= int(installments) <= most):
+        problems["installments"] = t["installments_invalid"]
+    kept = CardForm(
+        holder=form.get("card_holder", "")[:50],
+        expiry=form.get("card_expiry", "")[:7],
+        installments=int(installments) if "installments" not in problems else 1,
+        problems=problems,
     )
+    return (None if problems or isinstance(card, dict) else card), kept
+
+
+@router.post(
+    "/checkout/{linkPaymentUuid}/card",
+    summary="Pay the link by card (the checkout page's form)",
+    description="The card form of the checkout page. 303 to the page once paid; a refusal is "
+    "the page again (402) saying why in its `role=alert` element, and the link stays CREATED. "
+    "After 5 refusals card payment of the link is locked for 15 minutes (429). Never stores, "
+    "logs or repeats the card number or security code.",
+    response_class=HTMLResponse,
+    openapi_extra=CARD_BODY,
+    responses={
+        **_PAID,
+        400: _error("A field of the form is invalid (each named)."),
+        402: _error("The card was refused (declined, insufficient funds, processing error)."),
+        403: _error("The form failed its anti-forgery check, or card payment is not offered."),
+        404: _NOT_FOUND,
+        409: _error("Another card payment of this link is in progress."),
+        410: _EXPIRED,
+        415: _NOT_A_FORM,
+        429: _error("Card payment of this link is locked after 5 refusals; see Retry-After."),
+    },
+)
+async def pay_by_card(
+    link_id: LinkId, request: Request, session: ReadSessionDep, token: Token = ""
+) -> Response:
+    try:
+        checkout, form = await _submitted(request, session, link_id, token)
+    except AppError as error:
+        return error_answer(request, error, back=_back(link_id, token))
+    back = page_urls(checkout.link.uuid, token)["page"]
+    if checkout.status == "PAID":
+        return to_page(back)
+    processor = request.app.state.card_processor
+    if not checkout.cards_accepted or processor is None:
+        unavailable = AppError(
+            ErrorCode.PAYMENT_METHOD_UNAVAILABLE,
+            errors=["card payment is not offered for this link"],
+        )
+        return error_answer(request, unavailable, back=back)
+    language = language_of(request)
+    t = TEXTS[language]
+    if checkout.card_locked_until is not None:
+        until = checkout.card_locked_until
+        locked = t["card_locked"].format(hour=hour(until))
+        return refused(
+            request, checkout, token, ErrorCode.CARD_PAYMENT_LOCKED, locked, retry_after=until
+        )
+    card, kept = _card_form(form, checkout, language)
+    if card is None:
+        return refused(
+            request,
+            checkout,
+            token,
+            ErrorCode.INVALID_PARAMETERS,
+            t["form_problems"],
+            form=kept,
+            errors=[f"{name} is invalid" for name in kept.problems],
+        )
+    outcome = await card_payments.pay_by_card(
+        request.app.state.database,
+        link_id=checkout.link.id,
+        card=card,
+        installments=kept.installments,
+        processor=processor,
+        timeout_seconds=request.app.state.settings.card_processor_timeout_seconds,
+    )
+    match outcome:
+        case CardPaid() | LinkNotPayable(status="PAID"):
+            return to_page(back)
+        case LinkNotPayable():
+            expired = AppError(
+                ErrorCode.PAYMENT_LINK_EXPIRED, errors=["the payment link has expired"]
+            )
+            return error_answer(request, expired)
+        case CardRefused(reason=reason, locked_until=locked_until):
+            message = t[reason.value]
+            if locked_until is not None:
+                message += " " + t["card_locked"].format(hour=hour(locked_until))
+            return refused(
+                request,
+                replace(checkout, card_locked_until=locked_until),
+                token,
+                ErrorCode.CARD_REFUSED,
+                message,
+                form=kept,
+                errors=[f"the card was refused: {reason.value}"],
+            )
+        case CardLocked(until=until):
+            return refused(
+                request,
+                replace(checkout, card_locked_until=until),
+                token,
+                ErrorCode.CARD_PAYMENT_LOCKED,
+                t["card_locked"].format(hour=hour(until)),
+                retry_after=until,
+            )
+        case CardInProgress():
+            return refused(
+                request,
+                checkout,
+                token,
+                ErrorCode.CARD_PAYMENT_IN_PROGRESS,
+                t["card_in_progress"],
+                form=kept,
+            )
+    raise AssertionError(outcome)  # pragma: no cover
+
+
+@router.post(
+    "/checkout/{linkPaymentUuid}/pix/simulate",
+    summary="Sandbox: pay the link by PIX as the PIX system would report it",
+    description="Publishes the `PIX_QR_INBOUND` a real payment of the link's BR Code would "
+    "(its txid and amount, a generated end-to-end id), which pays the link through the same path "
+    "as in production. 303 to the page. Sandbox only (403 in production).",
+    response_class=HTMLResponse,
+    openapi_extra=SIMULATION_BODY,
+    responses={
+        **_PAID,
+        400: _error("The form is invalid."),
+        403: _error("The form failed its anti-forgery check, or this is not the sandbox."),
+        404: _NOT_FOUND,
+        410: _EXPIRED,
+        415: _NOT_A_FORM,
+    },
+)
+async def simulate_pix_payment(
+    link_id: LinkId, request: Request, session: ReadSessionDep, token: Token = ""
+) -> Response:
+    try:
+        checkout, _ = await _submitted(request, session, link_id, token)
+        if not request.app.state.settings.is_sandbox:
+            raise AppError(ErrorCode.SANDBOX_ONLY, errors=["PIX is simulated only in sandbox"])
+    except AppError as error:
+        return error_answer(request, error, back=_back(link_id, token))
+    link = checkout.link
+    if checkout.status == "CREATED" and checkout.pix_code is not None and link.pix_txid:
+        now = clock.now()
+        payment = PixQrInbound(
+            txid=link.pix_txid,
+            amount=from_cents(link.amount_cents),
+            payer=Party(document_number=link.registration_number, name=link.payer_name),
+            end_to_end_id=new_end_to_end_id(ispb=SANDBOX_ISPB, at=now),
+            type="PAYMENT",
+            status="CONFIRMED",
+            payment_date=now,
+            user_reference=link.user_reference,
+        )
+        event = NewEvent(link.customer_id, EventType.PIX_QR_INBOUND, payment)
+        async with request.app.state.database.session() as writing:
+            await flows.publish_events_paying_links(writing, [event])
+            await writing.commit()
+    return to_page(page_urls(link.uuid, token)["page"])

@@ -1,4 +1,5 @@
-"""What the payer's checkout page shows: the link its token names, checked first."""
+"""What the payer's checkout shows: the link its token names (checked first), who is paid, and
+how the link can be paid now."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from tucano.brazil.brcode import build_br_code
+from tucano.checkout.card_payments import approved_attempt, card_lock
+from tucano.checkout.models import CardAttempt
+from tucano.customers import service as customers
+from tucano.customers.service import Merchant
 from tucano.errors import AppError, ErrorCode
+from tucano.money import from_cents
 from tucano.payment_links import service as links
 from tucano.payment_links.checkout_tokens import (
     ExpiredCheckoutToken,
@@ -17,7 +24,7 @@ from tucano.payment_links.checkout_tokens import (
     verify_checkout_token,
 )
 from tucano.payment_links.models import Payment, PaymentLink
-from tucano.payment_links.schemas import StatusName, status_at
+from tucano.payment_links.schemas import METHOD_CARD, StatusName, status_at
 
 NOT_A_CHECKOUT = (
     "this checkout address is not valid: its token is missing, altered or another link's"
@@ -25,22 +32,22 @@ NOT_A_CHECKOUT = (
 
 
 @dataclass(frozen=True)
-class Checkout:
+class LinkOnCheckout:
     link: PaymentLink
     payment: Payment | None
     status: StatusName  # CREATED or PAID: an expired link opens no checkout
 
 
-async def open_checkout(
+async def find_link(
     session: AsyncSession,
     *,
     link_uuid: uuid.UUID,
     token: str,
     keys: Sequence[bytes],
     now: datetime,
-) -> Checkout:
-    """The checkout of `link_uuid` if `token` opens it: 404 for a token that is missing,
-    altered or another link's (saying which), 410 once the link has expired."""
+) -> LinkOnCheckout:
+    """The link of `link_uuid` if `token` opens its checkout: 404 for a token that is missing,
+    altered or another link's (one message whatever is wrong), 410 once the link has expired."""
     try:
         verify_checkout_token(token, link_uuid, keys=keys, now=now)
     except ExpiredCheckoutToken:
@@ -55,4 +62,61 @@ async def open_checkout(
     status = status_at(link, now)
     if status == "EXPIRED":  # a paid link never expires; its page shows its payment
         raise AppError(ErrorCode.PAYMENT_LINK_EXPIRED, errors=["the payment link has expired"])
-    return Checkout(link, payment, status)
+    return LinkOnCheckout(link, payment, status)
+
+
+@dataclass(frozen=True)
+class Checkout:
+    link: PaymentLink
+    payment: Payment | None
+    status: StatusName
+    merchant: Merchant | None  # None: production, and the operator set no profile
+    pix_code: str | None  # the BR Code, while PIX can pay the link
+    cards_accepted: bool  # while a card can pay the link (a processor is configured)
+    card_locked_until: datetime | None
+    paid_by_card: CardAttempt | None  # the approved attempt, for the receipt
+
+
+async def open_checkout(
+    session: AsyncSession,
+    *,
+    link_uuid: uuid.UUID,
+    token: str,
+    keys: Sequence[bytes],
+    now: datetime,
+    sandbox: bool,
+    card_processor_configured: bool,
+) -> Checkout:
+    """Everything the page shows (see find_link for the refusals)."""
+    found = await find_link(session, link_uuid=link_uuid, token=token, keys=keys, now=now)
+    link = found.link
+    profile = await customers.get_profile(session, customer_id=link.customer_id)
+    merchant = customers.merchant_of(profile, customer_id=link.customer_id, sandbox=sandbox)
+    open_link = found.status == "CREATED"
+    pix_code = None
+    if open_link and merchant is not None and merchant.pix_key and link.pix_txid:
+        pix_code = build_br_code(
+            pix_key=merchant.pix_key,
+            merchant_name=merchant.name,
+            merchant_city=merchant.city,
+            txid=link.pix_txid,
+            amount=from_cents(link.amount_cents),
+            mcc=merchant.mcc,
+        )
+    cards_accepted = open_link and card_processor_configured
+    return Checkout(
+        link=link,
+        payment=found.payment,
+        status=found.status,
+        merchant=merchant,
+        pix_code=pix_code,
+        cards_accepted=cards_accepted,
+        card_locked_until=(
+            await card_lock(session, link_id=link.id, now=now) if cards_accepted else None
+        ),
+        paid_by_card=(
+            await approved_attempt(session, link_id=link.id)
+            if found.payment is not None and found.payment.method == METHOD_CARD
+            else None
+        ),
+    )

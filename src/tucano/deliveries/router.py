@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from pydantic import ValidationError
 from starlette.responses import Response
 
-from tucano import wire
+from tucano import flows, wire
 from tucano.auth.deps import EventPublisher, WebhookReader, WebhookWriter
 from tucano.db import ReadSessionDep, SessionDep
 from tucano.deliveries import service
@@ -166,7 +166,10 @@ async def send_test_event(
     "field the schema does not name, a value that reads as a card number is refused. "
     "With an `Idempotency-Key`, a retry of the same request within "
     "24 hours answers the first 202 again (with `Idempotent-Replayed: true`) and publishes "
-    "nothing; the same key with another request is a 409.",
+    "nothing; the same key with another request is a 409. A `PIX_QR_INBOUND` of type PAYMENT "
+    "whose `txid` is one of the customer's payment links and whose `amount` is the link's pays "
+    "that link in the same transaction (its `PAYMENT_LINK_INBOUND` is published with it); one "
+    "that differs, or a link already paid or expired, pays nothing.",
     status_code=202,
     response_model=EventAccepted,
     responses=error_responses(400, 401, 403, 409, 413, 415),
@@ -199,7 +202,12 @@ async def publish_event(
     event = service.NewEvent(body.customer_id, body.event_type, payload)
     database = request.app.state.database
     if idempotency_key is None:
-        (published,) = await service.publish_events_alone(database, [event])
+        if flows.pays_a_link(event):
+            async with database.session() as session:
+                (published,) = await flows.publish_events_paying_links(session, [event])
+                await session.commit()
+        else:
+            (published,) = await service.publish_events_alone(database, [event])
         return json_response(_accepted(published), status_code=202)
     answer, replayed = await service.publish_event_once(
         database,
@@ -211,6 +219,7 @@ async def publish_event(
             service.earlier_publication_fingerprint(event),
         ),
         answer=lambda published: wire.dumps(_accepted(published)),
+        publish=flows.publish_events_paying_links,
     )
     return Response(
         answer,

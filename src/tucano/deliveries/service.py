@@ -15,7 +15,7 @@ import hashlib
 import secrets
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, cast
@@ -265,6 +265,11 @@ async def _publish_alone_on_sqlite(
     return await database.run_on_sqlite(publish_alone)
 
 
+# What stores events in a session: publish_events, or a flow that does more in the same
+# transaction (flows.publish_events_paying_links).
+Publisher = Callable[[AsyncSession, Sequence[NewEvent]], Awaitable[list[PublishedEvent]]]
+
+
 # How long a publisher's Idempotency-Key is remembered (as a payment link's x-transaction-id).
 EVENT_IDEMPOTENCY_WINDOW = timedelta(hours=24)
 
@@ -345,16 +350,18 @@ async def publish_event_once(
     *,
     idempotency: IdempotentPublication,
     answer: Callable[[PublishedEvent], bytes],
+    publish: Publisher | None = None,
 ) -> tuple[bytes, bool]:
     """Publish `event` unless this Idempotency-Key was used in the last 24 hours: (the answer,
     whether it is a replay). The answer of the first publication is kept with the key, in the
     event's transaction; the same key with another request is a 409. One event per key, even
-    when requests with the same key race (the loser's transaction, event and all, is undone)."""
+    when requests with the same key race (the loser's transaction, event and all, is undone).
+    `publish` stores the event in the session (publish_events unless the caller adds to it)."""
     async with database.session() as session:
         replay = await _stored_publication(session, idempotency)
         if replay is not None:
             return replay, True
-        (published,) = await publish_events(session, [event])
+        (published,) = await (publish or publish_events)(session, [event])
         body = answer(published)
         now = clock.now()
         await session.execute(

@@ -49,6 +49,8 @@ class PaymentLink(Base):
             postgresql_where=text(AUTOPAY_DUE),
             sqlite_where=text(AUTOPAY_DUE),
         ),
+        # A PIX payment names its link by txid alone (with the customer it is published for).
+        Index("ix_payment_links_pix_txid", "pix_txid", unique=True),
         NEVER_REUSED_IDS,
     )
 
@@ -69,6 +71,9 @@ class PaymentLink(Base):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     # Sandbox only: when the automatic PIX payment is due (amounts ending in 01 cents).
     autopay_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The txid of the link's BR Code, which a PIX payment of it reports. Every link has one
+    # since migration 0015; nullable because SQLite adds no NOT NULL column to a filled table.
+    pix_txid: Mapped[str] = mapped_column(String(25), nullable=True)
 
 
 class Payment(Base):

@@ -39,7 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano import wire
 from tucano.brazil.documents import normalize_document
-from tucano.brazil.pix import SANDBOX_ISPB, new_end_to_end_id
+from tucano.brazil.pix import SANDBOX_ISPB, new_br_code_txid, new_end_to_end_id
 from tucano.card_numbers import shown
 from tucano.clock import clock, format_utc
 from tucano.db import Database
@@ -134,6 +134,7 @@ def new_link(
         created_at=now,
         expires_at=expiration_of(now, data.expiration_days),
         autopay_at=now + autopay_delay if autopay_delay is not None and cents % 100 == 1 else None,
+        pix_txid=new_br_code_txid(),
     )
 
 
@@ -155,25 +156,26 @@ _LINK_COLUMNS = (
     "created_at",
     "expires_at",
     "autopay_at",
+    "pix_txid",
 )
 _CREATE_ON_POSTGRES = f"""
 WITH key AS (
     INSERT INTO payment_link_idempotency_keys AS k
         (customer_id, key, request_hash, response, created_at)
-    VALUES ($2, $15, $16, $17, $12)
+    VALUES ($2, $16, $17, $18, $12)
     ON CONFLICT (customer_id, key) DO UPDATE
        SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response,
            created_at = EXCLUDED.created_at
-     WHERE k.created_at <= $18
+     WHERE k.created_at <= $19
     RETURNING 1
 ), link AS (
     INSERT INTO payment_links ({", ".join(_LINK_COLUMNS)})
-    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15
      WHERE EXISTS (SELECT 1 FROM key)
     RETURNING 1
 ), counted AS (
     INSERT INTO payment_link_day_changes ({", ".join(totals.KEY)}, link_count, amount_cents)
-    SELECT $2, $19, $9, 'CREATED', {totals.UNPAID}, 1, $5 WHERE EXISTS (SELECT 1 FROM link)
+    SELECT $2, $20, $9, 'CREATED', {totals.UNPAID}, 1, $5 WHERE EXISTS (SELECT 1 FROM link)
 )
 SELECT count(*) FROM link
 """  # noqa: S608 - our own column names
@@ -309,6 +311,17 @@ async def find_link_for_checkout(
     whose checkout token (already verified) names the link, not a customer."""
     row = (await session.execute(_LINK_AND_PAYMENT.where(PaymentLink.uuid == link_uuid))).first()
     return None if row is None else (row[0], row[1])
+
+
+async def find_link_by_txid(
+    session: AsyncSession, *, customer_id: int, txid: str
+) -> PaymentLink | None:
+    """The customer's link whose BR Code carries `txid`, locked until commit (it is paid next)."""
+    return await session.scalar(
+        select(PaymentLink)
+        .where(PaymentLink.pix_txid == txid, PaymentLink.customer_id == customer_id)
+        .with_for_update()
+    )
 
 
 _LINKS = cast(Table, PaymentLink.__table__)

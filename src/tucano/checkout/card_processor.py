@@ -1,0 +1,121 @@
+"""Who authorizes a card payment: the `CardProcessor` interface an acquirer's integration
+implements, and the sandbox's, which answers by the documented test cards.
+
+A processor gets the amount already split into the instalments Tucano records (the remainder
+cent on the first), answers `Approved` with the acquirer's NSU or `Refused` with a reason, and
+can void an approval that Tucano could not use (the link was paid some other way meanwhile).
+docs/checkout.md says how to plug in a real one (TUCANO_CARD_PROCESSOR=package.module:factory).
+"""
+
+from __future__ import annotations
+
+import importlib
+import secrets
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from tucano.checkout.cards import CardDetails
+from tucano.config import Settings
+
+
+class Refusal(StrEnum):
+    DECLINED = "DECLINED"
+    INSUFFICIENT_FUNDS = "INSUFFICIENT_FUNDS"
+    PROCESSING_ERROR = "PROCESSING_ERROR"
+
+
+@dataclass(frozen=True)
+class CardAuthorization:
+    """Charge `installment_cents` (adding up to `amount_cents`) to `card`; `reference` is
+    Tucano's id of the attempt, unique, for the acquirer's idempotency and reconciliation."""
+
+    reference: str
+    amount_cents: int
+    installment_cents: tuple[int, ...]
+    card: CardDetails
+
+    @property
+    def installments(self) -> int:
+        return len(self.installment_cents)
+
+
+@dataclass(frozen=True)
+class Approved:
+    nsu: str  # the acquirer's Número Sequencial Único: 6 to 12 digits
+
+
+@dataclass(frozen=True)
+class Refused:
+    reason: Refusal
+
+
+@runtime_checkable
+class CardProcessor(Protocol):
+    name: str
+
+    async def authorize(self, authorization: CardAuthorization) -> Approved | Refused:
+        """Authorize and capture the charge; never raise for a refusal."""
+        ...
+
+    async def void(self, *, nsu: str, authorization: CardAuthorization) -> None:
+        """Cancel an approved charge in full."""
+        ...
+
+
+# decisions.md's test cards; any other valid number is declined.
+SANDBOX_CARDS: dict[str, Approved | Refused | None] = {
+    "4242424242424242": None,  # approved (None: with an NSU of its own)
+    "5555555555554444": None,
+    "4000000000000002": Refused(Refusal.DECLINED),
+    "4000000000009995": Refused(Refusal.INSUFFICIENT_FUNDS),
+    "4000000000000119": Refused(Refusal.PROCESSING_ERROR),
+}
+
+
+class SandboxCardProcessor:
+    """Approves 4242 4242 4242 4242 and 5555 5555 5555 4444, refuses the other test cards with
+    their reasons, declines every other number. Keeps nothing of the card."""
+
+    name = "sandbox"
+
+    def __init__(self) -> None:
+        self.voided: list[str] = []
+
+    async def authorize(self, authorization: CardAuthorization) -> Approved | Refused:
+        known = SANDBOX_CARDS.get(authorization.card.number, Refused(Refusal.DECLINED))
+        if known is None:
+            return Approved(f"{secrets.randbelow(10**9):09d}")
+        return known
+
+    async def void(self, *, nsu: str, authorization: CardAuthorization) -> None:
+        self.voided.append(nsu)
+
+
+class CardProcessorError(Exception):
+    """TUCANO_CARD_PROCESSOR names nothing that makes a CardProcessor."""
+
+
+def load_card_processor(settings: Settings) -> CardProcessor | None:
+    """The configured processor, or None when card payment is off (production by default)."""
+    name = settings.card_processor_name
+    if name is None:
+        return None
+    if name == "sandbox":
+        return SandboxCardProcessor()
+    module_name, _, attribute = name.partition(":")
+    try:
+        factory: object = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            factory = getattr(factory, part)
+    except (ImportError, AttributeError) as exc:
+        raise CardProcessorError(f"TUCANO_CARD_PROCESSOR: cannot load {name}: {exc}") from None
+    if not callable(factory):
+        raise CardProcessorError(f"TUCANO_CARD_PROCESSOR: {name} is not callable")
+    processor = factory(settings)
+    if not isinstance(processor, CardProcessor):
+        raise CardProcessorError(
+            f"TUCANO_CARD_PROCESSOR: {name}(settings) gave no CardProcessor "
+            "(a name, and async authorize and void methods)"
+        )
+    return processor

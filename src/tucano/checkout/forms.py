@@ -1,0 +1,92 @@
+"""The checkout's forms as they arrive: read as `application/x-www-form-urlencoded`, known fields
+only, each once, and checked against forgery before anything else is done with them. Nothing of
+a form is ever logged or repeated."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+from urllib.parse import parse_qsl
+
+from fastapi import Request
+
+from tucano.checkout import csrf
+from tucano.checkout.cards import CARD_FIELDS
+from tucano.errors import AppError, BadRequest, ErrorCode
+
+FORM_TYPE = "application/x-www-form-urlencoded"
+_FIELDS = frozenset({csrf.FIELD, "installments", *CARD_FIELDS})
+_MOST_FIELDS = 32
+_LONGEST_VALUE = 200
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """The form's known fields; 415 for another content type, 400 for a field given twice."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != FORM_TYPE:
+        raise AppError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE, errors=[f"the form must be sent as {FORM_TYPE}"]
+        )
+    try:
+        pairs = parse_qsl(
+            (await request.body()).decode("utf-8"),
+            keep_blank_values=True,
+            max_num_fields=_MOST_FIELDS,
+        )
+    except (UnicodeDecodeError, ValueError):
+        raise BadRequest(f"the form must be UTF-8 text of at most {_MOST_FIELDS} fields") from None
+    form: dict[str, str] = {}
+    for name, value in pairs:
+        if name not in _FIELDS:
+            continue  # named in no answer: a field's name may be anything, a card number too
+        if name in form:
+            raise BadRequest(f"{name} is given more than once")
+        if "\x00" in value or len(value) > _LONGEST_VALUE:
+            raise BadRequest(f"{name} is not valid")
+        form[name] = value
+    return form
+
+
+def check_forgery(request: Request, form: dict[str, str], link_uuid: uuid.UUID) -> None:
+    """403 unless the form carries its page's field for the cookie this browser holds, and the
+    browser does not say it comes from another site."""
+    genuine = csrf.is_genuine(
+        request.app.state.csrf_key,
+        nonce=request.cookies.get(csrf.COOKIE),
+        link_uuid=link_uuid,
+        token=form.get(csrf.FIELD),
+    )
+    if csrf.comes_from_another_site(request.headers) or not genuine:
+        raise AppError(
+            ErrorCode.CHECKOUT_FORM_EXPIRED,
+            errors=["the form must be sent from its own checkout page, as that page gave it"],
+        )
+
+
+def form_body(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """A form's request body, for the OpenAPI document."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                FORM_TYPE: {
+                    "schema": {"type": "object", "required": required, "properties": properties}
+                }
+            },
+        }
+    }
+
+
+ANTI_FORGERY_FIELD = {csrf.FIELD: {"type": "string", "description": "From the page's form."}}
+SIMULATION_BODY = form_body(ANTI_FORGERY_FIELD, [csrf.FIELD])
+CARD_BODY = form_body(
+    {
+        **ANTI_FORGERY_FIELD,
+        "card_number": {"type": "string"},
+        "card_holder": {"type": "string"},
+        "card_expiry": {"type": "string", "description": "MM/AA"},
+        "card_security_code": {"type": "string"},
+        "installments": {"type": "integer", "minimum": 1, "maximum": 10},
+    },
+    [csrf.FIELD, *CARD_FIELDS, "installments"],
+)

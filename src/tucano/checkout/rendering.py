@@ -1,0 +1,221 @@
+"""How the checkout answers: its pages (in the payer's language, with their headers and the
+forgery cookie), its stylesheet and script, and errors as a page for a browser or the one error
+body of decisions.md for anything else."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import datetime
+from importlib.resources import files
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from tucano.checkout import csrf
+from tucano.checkout.page import CardForm, page_context
+from tucano.checkout.service import Checkout
+from tucano.checkout.texts import TEXTS, Language, preferred_language
+from tucano.clock import clock
+from tucano.errors import AppError, ErrorCode, error_response, transaction_id_of
+from tucano.http import preferred_media_type
+
+_templates = Environment(
+    loader=PackageLoader("tucano.checkout", "templates"),
+    autoescape=select_autoescape(default=True),
+    auto_reload=False,
+)
+_STATIC = files("tucano.checkout").joinpath("static")
+ASSETS: dict[str, tuple[bytes, str]] = {
+    "checkout.css": (_STATIC.joinpath("checkout.css").read_bytes(), "text/css; charset=utf-8"),
+    "checkout.js": (
+        _STATIC.joinpath("checkout.js").read_bytes(),
+        "text/javascript; charset=utf-8",
+    ),
+}
+# In the assets' addresses, so that a browser caching them for a year never keeps a stale one.
+ASSET_VERSION = hashlib.sha256(b"".join(body for body, _ in ASSETS.values())).hexdigest()[:12]
+_ASSET_URLS = {
+    "css": f"/checkout/assets/checkout.css?v={ASSET_VERSION}",
+    "js": f"/checkout/assets/checkout.js?v={ASSET_VERSION}",
+}
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+# The token is in the page's address: no Referer may carry it away, no cache keep the page, and
+# no other site frame it. Only Tucano's own stylesheet and script load.
+PAGE_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Permissions-Policy": "camera=(), microphone=(), geolocation=()",
+    # A page for a browser, the error body for anything else; in the payer's language.
+    "Vary": "Accept, Accept-Language",
+}
+# Which error page a failure is, for a browser.
+_ERROR_PAGES = {
+    ErrorCode.PAYMENT_LINK_EXPIRED: "expired",
+    ErrorCode.CHECKOUT_FORM_EXPIRED: "forbidden",
+    ErrorCode.PAYMENT_METHOD_UNAVAILABLE: "unavailable",
+    ErrorCode.SANDBOX_ONLY: "unavailable",
+}
+
+
+def brl(amount: Any) -> str:
+    """1234.5 as R$ 1.234,50."""
+    whole, cents = f"{amount:,.2f}".split(".")
+    return f"R$ {whole.replace(',', '.')},{cents}"
+
+
+def page_headers(request: Request) -> dict[str, str]:
+    headers = dict(PAGE_HEADERS)
+    if request.app.state.settings.public_url.startswith("https://"):
+        headers["Strict-Transport-Security"] = "max-age=31536000"
+    return headers
+
+
+def language_of(request: Request) -> Language:
+    return preferred_language(request.headers.get("accept-language", ""))
+
+
+def wants_html(request: Request) -> bool:
+    accept = request.headers.get("accept", "")
+    return preferred_media_type(accept, ["application/json", "text/html"]) == "text/html"
+
+
+def page_urls(link_uuid: uuid.UUID, token: str) -> dict[str, str]:
+    """The page's own address and those of its status and forms (relative: whatever host the
+    payer reached)."""
+    query = "?token=" + quote(token, safe="")
+    base = f"/checkout/{link_uuid}"
+    return {
+        "page": base + query,
+        "status": f"{base}/status{query}",
+        "card": f"{base}/card{query}",
+        "simulate": f"{base}/pix/simulate{query}",
+    }
+
+
+def _render(
+    request: Request, name: str, status: int, *, nonce: str | None = None, **context: Any
+) -> HTMLResponse:
+    language = context.setdefault("lang", language_of(request))
+    context.setdefault("t", TEXTS[language])
+    context["assets"] = _ASSET_URLS
+    html = _templates.get_template(name).render(**context)
+    response = HTMLResponse(html, status_code=status, headers=page_headers(request))
+    if nonce is not None:
+        response.set_cookie(
+            csrf.COOKIE,
+            nonce,
+            path="/checkout",
+            httponly=True,
+            samesite="lax",
+            secure=request.app.state.settings.public_url.startswith("https://"),
+        )
+    return response
+
+
+def error_answer(request: Request, error: AppError, *, back: str | None = None) -> Response:
+    """A failure as the payer's browser is shown it, or as the error body."""
+    if wants_html(request):
+        kind = _ERROR_PAGES.get(
+            error.code, "not_found" if error.status_code == 404 else "invalid_form"
+        )
+        response = _render(
+            request,
+            "unavailable.html",
+            error.status_code,
+            kind=kind,
+            back=back,
+            nonce=csrf.new_nonce() if kind == "forbidden" else None,
+        )
+        response.headers.update(error.headers)
+        return response
+    return error_body(request, error.code, error.errors, headers=error.headers)
+
+
+def error_body(
+    request: Request,
+    code: ErrorCode,
+    errors: list[str],
+    *,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    return error_response(
+        code,
+        transaction_id_of(request.scope.get("state", {})),
+        errors=errors,
+        headers={**page_headers(request), **(headers or {})},
+    )
+
+
+def _nonce_of(request: Request) -> tuple[str, bool]:
+    """The browser's forgery nonce, and whether it is new (to be set as a cookie)."""
+    held = request.cookies.get(csrf.COOKIE)
+    if csrf.is_nonce(held):
+        assert held is not None
+        return held, False
+    return csrf.new_nonce(), True
+
+
+def show(
+    request: Request,
+    checkout: Checkout,
+    token: str,
+    status: int = 200,
+    *,
+    form: CardForm | None = None,
+    alert: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> HTMLResponse:
+    """The checkout page of `checkout` (a refused form's, with its alert and kept fields)."""
+    nonce, new = _nonce_of(request)
+    context = page_context(
+        checkout,
+        language=language_of(request),
+        sandbox=request.app.state.settings.is_sandbox,
+        urls=page_urls(checkout.link.uuid, token),
+        csrf_token=csrf.form_token(
+            request.app.state.csrf_key, nonce=nonce, link_uuid=checkout.link.uuid
+        ),
+        form=form,
+        alert=alert,
+    )
+    response = _render(request, "checkout.html", status, nonce=nonce if new else None, **context)
+    response.headers.update(headers or {})
+    return response
+
+
+def refused(
+    request: Request,
+    checkout: Checkout,
+    token: str,
+    code: ErrorCode,
+    alert: str,
+    *,
+    form: CardForm | None = None,
+    errors: list[str] | None = None,
+    retry_after: datetime | None = None,
+) -> Response:
+    """A card form that did not pay: the page again saying why, or the error body."""
+    headers = {}
+    if retry_after is not None:
+        seconds = max(1, int((retry_after - clock.now()).total_seconds()) + 1)
+        headers["Retry-After"] = str(seconds)
+    if not wants_html(request):
+        return error_body(request, code, errors or [alert], headers=headers)
+    return show(request, checkout, token, code.status, form=form, alert=alert, headers=headers)
+
+
+def to_page(page_url: str) -> Response:
+    """Post/Redirect/Get: a reload of the page that follows never submits a form again."""
+    return RedirectResponse(page_url, status_code=303, headers=PAGE_HEADERS)

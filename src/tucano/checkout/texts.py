@@ -1,0 +1,252 @@
+"""What the checkout says, in Portuguese (Brazil) and English, and how it writes money and time.
+
+Portuguese unless the browser's Accept-Language prefers English. Times are Brasília's (UTC-3,
+no daylight saving since 2019: a fixed offset needs no time-zone database)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Literal
+
+Language = Literal["pt-BR", "en"]
+BRASILIA = timezone(timedelta(hours=-3))
+
+
+def preferred_language(accept_language: str) -> Language:
+    """English when the browser ranks an English tag above every Portuguese one (q, then order)."""
+    best: tuple[float, int, Language] | None = None
+    for index, item in enumerate(accept_language.split(",")[:32]):
+        tag, _, params = item.strip().partition(";")
+        primary = tag.strip().lower().split("-")[0]
+        if primary not in ("pt", "en"):
+            continue
+        quality = 1.0
+        name, _, value = params.strip().partition("=")
+        if name.strip().lower() == "q":
+            try:
+                quality = float(value)
+            except ValueError:
+                continue
+        if not 0 < quality <= 1:
+            continue
+        candidate: tuple[float, int, Language] = (
+            quality,
+            -index,
+            "pt-BR" if primary == "pt" else "en",
+        )
+        if best is None or candidate[:2] > best[:2]:
+            best = candidate
+    return best[2] if best is not None else "pt-BR"
+
+
+def money(amount: Decimal, language: Language) -> str:
+    """1234.5 as R$ 1.234,50 (Portuguese) or R$ 1,234.50 (English)."""
+    whole, cents = f"{amount:,.2f}".split(".")
+    if language == "en":
+        return f"R$ {whole}.{cents}"
+    return f"R$ {whole.replace(',', '.')},{cents}"
+
+
+def moment(value: datetime, language: Language) -> str:
+    local = value.astimezone(BRASILIA)
+    return local.strftime("%d/%m/%Y %H:%M" if language == "pt-BR" else "%Y-%m-%d %H:%M")
+
+
+def hour(value: datetime) -> str:
+    return value.astimezone(BRASILIA).strftime("%H:%M")
+
+
+# The test cards are written with no-break spaces: a card number typed on the form (with plain
+# spaces) is then never found in a page, not even as this hint.
+PT: Mapping[str, str] = {
+    "page_title": "Pagamento de {amount}",
+    "charge_from": "Cobrança de {merchant}",
+    "payer": "Pagador",
+    "payee": "Recebedor",
+    "amount": "Valor",
+    "description": "Descrição",
+    "verification_code": "Código de verificação",
+    "verification_hint": "Confirme o código antes de pagar: ele deve ser o mesmo que {merchant} "
+    "lhe informou.",
+    "verification_hint_plain": "Confirme o código antes de pagar: ele deve ser o mesmo que "
+    "lhe informaram com o link.",
+    "valid_until": "Válido até",
+    "brasilia_time": "horário de Brasília",
+    "status_open": "Aguardando pagamento",
+    "status_paid": "Pago",
+    "sandbox_note": "Ambiente de testes (sandbox): nenhum dinheiro real é movimentado.",
+    "choose_method": "Escolha como pagar",
+    "pix_heading": "Pagar com PIX",
+    "pix_how": "No app do seu banco, escolha pagar com PIX e leia o QR code, ou copie o código "
+    "abaixo (PIX copia e cola).",
+    "qr_label": "QR code PIX de {amount}",
+    "pix_code_label": "Código PIX copia e cola",
+    "copy_pix_code": "Copiar código PIX",
+    "copied": "Código PIX copiado.",
+    "copy_failed": "Não foi possível copiar: selecione o código e copie-o.",
+    "pix_waiting": "Esta página mostra o comprovante assim que o pagamento for confirmado.",
+    "pix_refresh": "Já paguei: atualizar a página",
+    "simulate_pix": "Simular pagamento PIX",
+    "card_heading": "Pagar com cartão de crédito",
+    "card_number": "Número do cartão",
+    "card_holder": "Nome impresso no cartão",
+    "card_expiry": "Validade (MM/AA)",
+    "card_security_code": "Código de segurança (CVV)",
+    "installments": "Parcelas",
+    "installment_option": "{n}x de {amount}",
+    "pay": "Pagar",
+    "card_brand": "Bandeira: {brand}",
+    "test_cards": "Cartões de teste: 4242\u00a04242\u00a04242\u00a04242 (aprovado), "
+    "4000\u00a00000\u00a00000\u00a00002 (recusado), 4000\u00a00000\u00a00000\u00a09995 (saldo "
+    "insuficiente); qualquer validade futura e CVV.",
+    "form_problems": "Confira os campos destacados.",
+    "number_missing": "Informe o número do cartão.",
+    "number_invalid": "Número de cartão inválido: confira os dígitos.",
+    "holder_missing": "Informe o nome como está impresso no cartão.",
+    "holder_invalid": "Use só letras e espaços, como no cartão.",
+    "expiry_invalid": "Informe a validade como MM/AA, por exemplo 08/29.",
+    "expiry_past": "Este cartão está vencido.",
+    "security_code_invalid": "O código de segurança tem {digits} dígitos.",
+    "installments_invalid": "Escolha uma das opções de parcelamento.",
+    "DECLINED": "Pagamento recusado pelo emissor do cartão. Use outro cartão ou pague com PIX.",
+    "INSUFFICIENT_FUNDS": "Pagamento recusado: limite ou saldo insuficiente. Use outro cartão "
+    "ou pague com PIX.",
+    "PROCESSING_ERROR": "Não foi possível processar o pagamento. Nada foi cobrado; tente de novo "
+    "em instantes.",
+    "card_locked": "Pagamento com cartão bloqueado após 5 tentativas recusadas. Tente de novo "
+    "depois das {hour} (horário de Brasília) ou pague com PIX.",
+    "card_in_progress": "Um pagamento com cartão deste link já está em andamento. Aguarde e "
+    "atualize a página.",
+    "no_methods": "Nenhuma forma de pagamento está disponível para este link agora. Fale com "
+    "quem lhe enviou o link.",
+    "receipt_heading": "Pagamento aprovado",
+    "receipt_method": "Forma de pagamento",
+    "receipt_date": "Data",
+    "receipt_id": "Comprovante",
+    "receipt_installments": "Parcelas",
+    "receipt_amount": "Valor pago",
+    "method_pix": "PIX",
+    "method_card": "Cartão de crédito {brand} final {last4}",
+    "method_card_plain": "Cartão de crédito",
+    "one_installment": "À vista (1x de {amount})",
+    "equal_installments": "{n}x de {amount}",
+    "unequal_installments": "{n}x: 1x de {first} e {rest_n}x de {rest}",
+    "receipt_keep": "Guarde este comprovante. {merchant} foi avisado do pagamento.",
+    "not_found_title": "Link inválido",
+    "not_found_heading": "Link de pagamento não encontrado",
+    "not_found_text": "Confira se o endereço foi copiado por inteiro, ou peça o link novamente a "
+    "quem o enviou.",
+    "expired_title": "Link expirado",
+    "expired_heading": "Este link de pagamento expirou",
+    "expired_text": "Peça um novo link a quem lhe enviou este.",
+    "forbidden_title": "Página expirada",
+    "forbidden_heading": "Esta página expirou",
+    "forbidden_text": "Por segurança, o pagamento não foi enviado. Volte ao link de pagamento, "
+    "atualize a página e tente de novo.",
+    "unavailable_title": "Forma de pagamento indisponível",
+    "unavailable_heading": "Esta forma de pagamento não está disponível",
+    "unavailable_text": "Volte ao link de pagamento e escolha outra forma de pagar.",
+    "invalid_form_title": "Formulário inválido",
+    "invalid_form_heading": "Não foi possível ler o formulário",
+    "invalid_form_text": "Nada foi cobrado. Volte ao link de pagamento e tente de novo.",
+    "back_to_link": "Voltar ao link de pagamento",
+    "footer": "Pagamento processado por Tucano.",
+}
+
+EN: Mapping[str, str] = {
+    "page_title": "Payment of {amount}",
+    "charge_from": "Payment request from {merchant}",
+    "payer": "Payer",
+    "payee": "Payee",
+    "amount": "Amount",
+    "description": "Description",
+    "verification_code": "Verification code",
+    "verification_hint": "Check the code before you pay: it must be the one {merchant} gave you.",
+    "verification_hint_plain": "Check the code before you pay: it must be the one you were "
+    "given with the link.",
+    "valid_until": "Valid until",
+    "brasilia_time": "Brasília time",
+    "status_open": "Awaiting payment",
+    "status_paid": "Paid",
+    "sandbox_note": "Test environment (sandbox): no real money moves.",
+    "choose_method": "Choose how to pay",
+    "pix_heading": "Pay with PIX",
+    "pix_how": "In your bank's app, choose to pay with PIX and scan the QR code, or copy the code "
+    "below (PIX copy and paste).",
+    "qr_label": "PIX QR code for {amount}",
+    "pix_code_label": "PIX copy-and-paste code",
+    "copy_pix_code": "Copy PIX code",
+    "copied": "PIX code copied.",
+    "copy_failed": "Could not copy: select the code and copy it.",
+    "pix_waiting": "This page shows the receipt as soon as the payment is confirmed.",
+    "pix_refresh": "I have paid: refresh the page",
+    "simulate_pix": "Simulate PIX payment",
+    "card_heading": "Pay by credit card",
+    "card_number": "Card number",
+    "card_holder": "Name on card",
+    "card_expiry": "Expiry date (MM/YY)",
+    "card_security_code": "Security code (CVV)",
+    "installments": "Installments",
+    "installment_option": "{n}x of {amount}",
+    "pay": "Pay",
+    "card_brand": "Brand: {brand}",
+    "test_cards": "Test cards: 4242\u00a04242\u00a04242\u00a04242 (approved), "
+    "4000\u00a00000\u00a00000\u00a00002 (declined), 4000\u00a00000\u00a00000\u00a09995 "
+    "(insufficient funds); any future expiry and CVV.",
+    "form_problems": "Check the highlighted fields.",
+    "number_missing": "Enter the card number.",
+    "number_invalid": "This card number is not valid: check its digits.",
+    "holder_missing": "Enter the name as printed on the card.",
+    "holder_invalid": "Use letters and spaces only, as on the card.",
+    "expiry_invalid": "Enter the expiry date as MM/YY, for example 08/29.",
+    "expiry_past": "This card has expired.",
+    "security_code_invalid": "The security code has {digits} digits.",
+    "installments_invalid": "Choose one of the installment options.",
+    "DECLINED": "The card issuer declined the payment. Use another card or pay with PIX.",
+    "INSUFFICIENT_FUNDS": "Payment declined: insufficient funds or credit limit. Use another "
+    "card or pay with PIX.",
+    "PROCESSING_ERROR": "The payment could not be processed. Nothing was charged; try again in "
+    "a moment.",
+    "card_locked": "Card payment is locked after 5 declined attempts. Try again after {hour} "
+    "(Brasília time) or pay with PIX.",
+    "card_in_progress": "A card payment of this link is already in progress. Wait a moment and "
+    "refresh the page.",
+    "no_methods": "No payment method is available for this link right now. Contact whoever "
+    "sent you the link.",
+    "receipt_heading": "Payment approved",
+    "receipt_method": "Payment method",
+    "receipt_date": "Date",
+    "receipt_id": "Receipt",
+    "receipt_installments": "Installments",
+    "receipt_amount": "Amount paid",
+    "method_pix": "PIX",
+    "method_card": "{brand} credit card ending {last4}",
+    "method_card_plain": "Credit card",
+    "one_installment": "Single payment (1x of {amount})",
+    "equal_installments": "{n}x of {amount}",
+    "unequal_installments": "{n}x: 1x of {first} and {rest_n}x of {rest}",
+    "receipt_keep": "Keep this receipt. {merchant} has been told of the payment.",
+    "not_found_title": "Invalid link",
+    "not_found_heading": "Payment link not found",
+    "not_found_text": "Check that the whole address was copied, or ask whoever sent the link for "
+    "it again.",
+    "expired_title": "Link expired",
+    "expired_heading": "This payment link has expired",
+    "expired_text": "Ask whoever sent you this link for a new one.",
+    "forbidden_title": "Page expired",
+    "forbidden_heading": "This page has expired",
+    "forbidden_text": "For your security the payment was not sent. Go back to the payment link, "
+    "refresh the page and try again.",
+    "unavailable_title": "Payment method unavailable",
+    "unavailable_heading": "This payment method is not available",
+    "unavailable_text": "Go back to the payment link and choose another way to pay.",
+    "invalid_form_title": "Invalid form",
+    "invalid_form_heading": "The form could not be read",
+    "invalid_form_text": "Nothing was charged. Go back to the payment link and try again.",
+    "back_to_link": "Back to the payment link",
+    "footer": "Payment processed by Tucano.",
+}
+
+TEXTS: Mapping[Language, Mapping[str, str]] = {"pt-BR": PT, "en": EN}

@@ -1,0 +1,1 @@
+"""Customers (merchants) as the operator describes them: the profile the checkout shows."""
