@@ -1,0 +1,35 @@
+"""What the browser tests share: axe-core's check, the QR read back from the pixels."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import axe_playwright_python
+import zxingcpp
+from PIL import Image
+from playwright.async_api import Locator, Page
+
+# axe-core as the axe-playwright-python wheel ships it: no network, no npm.
+AXE_SOURCE = (Path(axe_playwright_python.__file__).parent / "axe.min.js").read_text("utf-8")
+WCAG = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+
+
+async def accessibility_problems(page: Page) -> list[dict[str, Any]]:
+    """axe-core's serious and critical violations of WCAG 2.1 A and AA on the page as it is.
+    Evaluated by the test, so the page's CSP (no inline script) does not apply to it."""
+    await page.evaluate(AXE_SOURCE)
+    result = await page.evaluate(
+        "async (tags) => (await axe.run(document, {runOnly: {type: 'tag', values: tags}, "
+        "resultTypes: ['violations']})).violations.map(v => ({id: v.id, impact: v.impact, "
+        "nodes: v.nodes.map(n => n.target.join(' '))}))",
+        WCAG,
+    )
+    return [v for v in result if v["impact"] in ("serious", "critical")]
+
+
+async def decoded_qr(element: Locator) -> list[str]:
+    """The texts of the QR codes in the element's pixels, as a phone's camera would read them."""
+    picture = Image.open(io.BytesIO(await element.screenshot()))
+    return [found.text for found in zxingcpp.read_barcodes(picture)]
