@@ -138,8 +138,16 @@ async def start_service(
     """Serve the app; `background` also runs its delivery worker and periodic jobs (only one
     service with background loops may run per database, or they would share its queue)."""
     app = create_app(settings, database=database, background=background)
+    # The test client keeps its connections; with uvicorn's 5 s keep-alive, one reused just as
+    # the server closed it after a pause (a test's slow teardown) failed with a ReadError.
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="on"
+        app,
+        host="127.0.0.1",
+        port=0,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_keep_alive=300,
     )
     server = uvicorn.Server(config)
     # The test runner owns the signals; uvicorn must not take them over.
