@@ -248,6 +248,23 @@ def test_uuids_are_not_taken_for_card_numbers() -> None:
     assert event["note"] == f"{transaction} paid with {REDACTED} ({path})"
 
 
+def test_tucanos_own_event_and_payment_ids_are_not_taken_for_card_numbers() -> None:
+    # (Found by the checkout audit: one event id in about twenty has 13 digits in a row, and the
+    # PIX settlement's log lines, an operator's cue to refund, named a masked one.)
+    event_id, payment_id = "evt_8717133264014b1bb505f385d59adfbb", "pay_4111111111111111aa0b1c2d"
+    logged = scrub_secrets(
+        None,
+        "warning",
+        {
+            "event": "pix_payment_of_unpayable_link",
+            "eventId": event_id,
+            "note": f"{event_id} {payment_id} then 4111111111111111, evt_4111111111111111",
+        },
+    )
+    assert logged["eventId"] == event_id
+    assert logged["note"] == f"{event_id} {payment_id} then {REDACTED}, evt_{REDACTED}"
+
+
 def test_lines_are_json_with_millisecond_utc_timestamps(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging("INFO")
     try:

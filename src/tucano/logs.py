@@ -72,12 +72,14 @@ _TOKEN_RUN = frozenset(string.ascii_letters + string.digits + "_%=" + _SEPARATOR
 # A traceback is longer (the framework's frames come first) and its end says what went wrong:
 # it keeps its last LONGEST_LOGGED_TRACEBACK characters.
 LONGEST_LOGGED_TRACEBACK = 16384
-# UUIDs (transaction ids, link ids in paths) have digit runs a card number's shape would match:
-# they are left alone, but only standing on their own (a card number written on either side of
-# one would otherwise pass as part of it).
+# UUIDs (transaction ids, link ids in paths) and Tucano's own event and payment ids (evt_ and
+# 32, pay_ and 24 hexadecimal digits) have digit runs a card number's shape would match: they are
+# left alone, but only standing on their own (a card number written on either side of one would
+# otherwise pass as part of it).
 _UUID = re.compile(
     r"(?<![0-9a-fA-F-])"
-    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|(?<![A-Za-z0-9_])evt_[0-9a-f]{32}|(?<![A-Za-z0-9_])pay_[0-9a-f]{24})"
     r"(?![0-9a-fA-F-])"
 )
 
