@@ -20,6 +20,7 @@ from tucano.auth.tokens import derive_key
 from tucano.background import run_background
 from tucano.checkout.card_processor import CardProcessorError, load_card_processor
 from tucano.checkout.csrf import KEY_PURPOSE as CSRF_KEY_PURPOSE
+from tucano.checkout.rendering import CheckoutHeaders
 from tucano.checkout.router import router as checkout_router
 from tucano.config import ConfigurationError, Settings, load_settings
 from tucano.db import Database
@@ -124,6 +125,8 @@ def create_app(
         max_body_bytes=settings.max_request_body_bytes,
         body_timeout_seconds=settings.request_body_timeout_seconds,
     )
+    # Outside the edge, so that the answers it makes itself carry them too.
+    app.add_middleware(CheckoutHeaders, https=settings.public_url.startswith("https://"))
     install_error_handlers(app)
     app.include_router(auth_router)
     app.include_router(deliveries_router)

@@ -243,6 +243,14 @@ def create_client_command(
     typer.echo(json.dumps(_run_on_database(run)))
 
 
+def _option_problem(error: dict[str, Any]) -> str:
+    """A validation error of a command's option, in the words of the API's errors."""
+    from tucano.errors import describe_validation_error
+
+    option = "--" + str(error["loc"][0]).replace("_", "-")
+    return describe_validation_error({**error, "loc": (option,)})
+
+
 def _exit_cleanly_after_sigterm() -> None:
     """uvicorn shuts down gracefully on SIGTERM and then re-raises the signal to the handler that
     was there before it; make that handler a clean exit, so a graceful stop exits with 0."""
@@ -398,12 +406,7 @@ def set_customer_command(
             merchant_name=merchant_name, merchant_city=merchant_city, pix_key=pix_key, mcc=mcc
         )
     except ValidationError as exc:
-        _fail(
-            "; ".join(
-                f"--{str(e['loc'][0]).replace('_', '-')} {e['msg'].removeprefix('Value error, ')}"
-                for e in exc.errors()
-            )
-        )
+        _fail("; ".join(_option_problem(dict(error)) for error in exc.errors()))
     settings = _settings()
     _prepare_database(settings, migrate=False)
 

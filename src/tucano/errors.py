@@ -294,11 +294,13 @@ def describe_validation_error(error: dict[str, Any]) -> str:
         text = f"must be less than or equal to {_bound(ctx.get('le'))}"
     elif kind == "less_than":
         text = f"must be less than {_bound(ctx.get('lt'))}"
-    elif kind == "string_too_short":
+    elif kind in ("string_too_short", "too_short"):
         minimum = ctx.get("min_length")
-        text = "must not be empty" if minimum == 1 else f"must have at least {minimum} characters"
-    elif kind == "string_too_long":
-        text = f"must have at most {ctx.get('max_length')} characters"
+        units = "items" if ctx.get("field_type") == "List" else "characters"
+        text = "must not be empty" if minimum == 1 else f"must have at least {minimum} {units}"
+    elif kind in ("string_too_long", "too_long"):
+        units = "items" if ctx.get("field_type") == "List" else "characters"
+        text = f"must have at most {ctx.get('max_length')} {units}"
     elif kind == "string_pattern_mismatch":
         text = f"must match the pattern {ctx.get('pattern')}"
     elif kind == "decimal_max_places":

@@ -2,7 +2,8 @@
 whose BR Code it paid.
 
 A `PIX_QR_INBOUND` event of type PAYMENT, published for a customer, whose `txid` is one of that
-customer's links and whose `amount` is the link's, pays the link (receipt: its end-to-end id)
+customer's links, whose `amount` is the link's and whose `status` does not say it failed or is
+still pending, pays the link (receipt: its end-to-end id)
 in the transaction that stores the event, through payment_links' one payment service, which
 publishes `PAYMENT_LINK_INBOUND` in that same transaction. Anything else pays nothing and is
 logged; the event itself is delivered as any other.
@@ -25,6 +26,19 @@ from tucano.webhooks.events import EventType
 from tucano.webhooks.payloads import PixQrInbound
 
 log = structlog.get_logger("tucano.pix")
+
+# Statuses PIX systems report for a payment that has not happened, or not yet (PSPs' words,
+# and the Banco Central's API's for a charge): such an event pays nothing. Any other status of
+# a PAYMENT (CONFIRMED, CONCLUIDA, COMPLETED, ...) is money received.
+NOT_SETTLED = frozenset(
+    {
+        "PENDING", "PROCESSING", "IN_PROCESS", "SCHEDULED", "REJECTED", "FAILED", "ERROR",
+        "DENIED", "REFUSED", "CANCELED", "CANCELLED", "EXPIRED", "REVERSED", "REFUNDED",
+        "RETURNED", "ATIVA", "EM_PROCESSAMENTO", "NAO_REALIZADO", "REJEITADA", "REJEITADO",
+        "CANCELADA", "CANCELADO", "DEVOLVIDA", "DEVOLVIDO", "REMOVIDA_PELO_USUARIO_RECEBEDOR",
+        "REMOVIDA_PELO_PSP",
+    }
+)  # fmt: skip
 
 
 def pays_a_link(event: deliveries.NewEvent) -> bool:
@@ -61,6 +75,9 @@ async def settle_pix_payment(
         log.info("pix_payment_matches_no_link", **context)
         return None
     context["linkPaymentUuid"] = str(link.uuid)
+    if payment.status.strip().upper() in NOT_SETTLED:
+        log.warning("pix_payment_not_settled", **context, status=payment.status)
+        return None
     if to_cents(payment.amount) != link.amount_cents:
         log.warning(
             "pix_payment_amount_differs",

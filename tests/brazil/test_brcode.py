@@ -505,3 +505,7 @@ def test_refusals(override: dict[str, Any], message: str) -> None:
 def test_a_float_amount_is_refused() -> None:
     with pytest.raises(TypeError, match="Decimal"):
         build_br_code(**{**VALID, "amount": 10.0})
+
+
+def test_latin_letters_without_an_ascii_base_are_written_as_their_languages_write_them() -> None:
+    assert br_code_text("Straße Œuvre Ærø Łódź Þór", 99) == "Strasse OEuvre AEro Lodz Thor"

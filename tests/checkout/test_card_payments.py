@@ -103,9 +103,16 @@ async def test_an_approved_card_in_three_installments_pays_the_link_and_shows_th
     assert body["paymentLinkUuid"] == link["linkPaymentUuid"]
     assert body["paymentMethod"] == "CREDIT_CARD" and body["numbersInstallments"] == 3
     assert body["paymentReceipt"] == payment["paymentReceipt"]
-    # Paid: the form is gone, and a second card submission charges nothing.
+    # Paid: the form is gone, and a second card submission charges nothing: a browser is
+    # shown the receipt, any other client a 409.
     again = await payer.pay_by_card(APPROVED_VISA, page=open_page)
     assert again.status_code == 303
+    payer.headers["accept"] = "application/json"
+    assert_error_body(
+        await payer.pay_by_card(APPROVED_VISA, page=open_page),
+        409,
+        ErrorCode.PAYMENT_LINK_NOT_PAYABLE,
+    )
     assert (await details(merchant, link))["payment"] == payment
 
 
@@ -212,6 +219,13 @@ async def test_five_refusals_lock_card_payment_of_the_link_for_fifteen_minutes(
             checkout_path(link).replace("?", "/card?"), data=card_form(page), headers=payer.headers
         )
         assert locked.status_code == 429 and locked.headers["retry-after"] == "901"
+        as_json = await payer.http.post(
+            checkout_path(link).replace("?", "/card?"), data=card_form(page)
+        )
+        body = assert_error_body(as_json, 429, ErrorCode.CARD_PAYMENT_LOCKED)
+        assert body["errors"] == [
+            "card payment of this link is locked after 5 refusals, until 2031-03-01T12:15:00.000Z"
+        ]
         # Another link of the same merchant is not locked.
         assert (await payer_of(other).pay_by_card(APPROVED_VISA)).status_code == 303
         frozen.advance(timedelta(minutes=15))
@@ -253,10 +267,13 @@ async def test_a_forged_submission_is_refused_and_charges_nothing(
         payer.http.cookies.clear()
     else:
         headers["sec-fetch-site"] = "cross-site"
+    held = payer.http.cookies.get("tucano_checkout")
     answer = await payer.http.post(
         form_action(page, "data-card-form"), data=fields, headers=headers
     )
     assert answer.status_code == 403
+    if held is not None:  # a forged form does not replace the payer's nonce (voiding its forms)
+        assert "set-cookie" not in answer.headers
     assert "expirou" in answer.text and APPROVED_VISA.replace(" ", "") not in answer.text
     assert (await details(merchant, link))["status"]["description"] == "CREATED"
     json_answer = await payer.http.post(
@@ -358,7 +375,7 @@ async def test_production_without_a_card_processor_offers_no_card_form(
             data={"csrf_token": "x", "card_number": APPROVED_VISA},
             headers={"accept": "*/*"},
         )
-        assert answer.status_code == 403
+        assert_error_body(answer, 403, ErrorCode.PAYMENT_METHOD_UNAVAILABLE)
     finally:
         await payer.close()
 
@@ -387,6 +404,50 @@ async def test_a_configured_processor_is_loaded_from_its_factory(
             await payer.close()
     finally:
         await running.stop()
+
+
+async def test_an_approval_without_an_nsu_is_voided_and_pays_nothing(
+    database_url: str, database: Database
+) -> None:
+    running = await start_service(
+        make_settings(
+            database_url,
+            card_processor="tests.checkout.test_card_payments:processor_without_nsu",
+        ),
+        database,
+    )
+    VOIDED.clear()
+    try:
+        link = await create(await running.merchant())
+        payer = Payer(running, link)
+        try:
+            answer = await payer.pay_by_card(APPROVED_VISA)
+            assert answer.status_code == 402
+            assert "Não foi possível processar" in (alert_of(answer.text) or "")
+            assert VOIDED == ["abc"]
+        finally:
+            await payer.close()
+    finally:
+        await running.stop()
+
+
+VOIDED: list[str] = []
+
+
+class ProcessorWithoutNsu:
+    name = "no-nsu"
+
+    async def authorize(self, authorization: Any) -> Any:
+        from tucano.checkout.card_processor import Approved
+
+        return Approved("abc")
+
+    async def void(self, *, nsu: str, authorization: Any) -> None:
+        VOIDED.append(nsu)
+
+
+def processor_without_nsu(settings: Any) -> ProcessorWithoutNsu:
+    return ProcessorWithoutNsu()
 
 
 APPROVALS: list[tuple[str, tuple[int, ...]]] = []

@@ -100,6 +100,55 @@ async def test_the_page_loads_nothing_inline_and_nothing_from_elsewhere(
 
 
 @pytest.mark.parametrize(
+    ("how", "status"),
+    [
+        ("options", 405),
+        ("unknown path", 404),
+        ("nul in the query", 400),
+        ("body too large", 413),
+        ("compressed body", 415),
+        ("status, altered token", 404),
+        ("asset", 200),
+    ],
+)
+async def test_every_answer_under_checkout_carries_the_pages_headers(
+    service: RunningService, merchant: Merchant, how: str, status: int
+) -> None:
+    path = checkout_path(await create(merchant))
+    base = path.split("?")[0]
+    http = service.http
+    answer = {
+        "options": lambda: http.request("OPTIONS", path),
+        "unknown path": lambda: http.get(base + "/nope"),
+        "nul in the query": lambda: http.get(path + "%00"),
+        "body too large": lambda: http.post(
+            path.replace("?", "/card?"), content=b"x" * (2 * 1024 * 1024)
+        ),
+        "compressed body": lambda: http.post(
+            path.replace("?", "/card?"), content=b"x", headers={"content-encoding": "gzip"}
+        ),
+        "status, altered token": lambda: http.get(path.replace("?", "/status?") + "xx"),
+        "asset": lambda: http.get("/checkout/assets/checkout.css"),
+    }[how]
+    response = await answer()
+    assert response.status_code == status
+    assert response.headers["content-security-policy"].startswith("default-src 'none'")
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["referrer-policy"] == "no-referrer"
+    assert response.headers["x-frame-options"] == "DENY"
+
+
+async def test_a_forms_address_opened_again_is_the_page(
+    service: RunningService, merchant: Merchant
+) -> None:
+    # A refused card's page has the form's address: reloaded or restored, it is the checkout.
+    path = checkout_path(await create(merchant))
+    for form in ("/card", "/pix/simulate"):
+        answer = await open_page(service, path.replace("?", form + "?"), **BROWSER)
+        assert answer.status_code == 303 and answer.headers["location"] == path
+
+
+@pytest.mark.parametrize(
     ("accept_language", "says"),
     [
         ("", "Pagar com cartão de crédito"),

@@ -24,7 +24,6 @@ from tucano.auth.tokens import Scope
 from tucano.brazil.brcode import has_valid_crc, parse_tlv
 from tucano.brazil.pix import SANDBOX_ISPB, new_end_to_end_id
 from tucano.brazil.pix_keys import sandbox_pix_key
-from tucano.checkout import csrf
 from tucano.clock import clock
 from tucano.customers.schemas import MerchantProfileInput
 from tucano.customers.service import set_profile
@@ -284,20 +283,36 @@ async def test_production_offers_pix_only_with_the_merchants_key_and_never_simul
     payer = Payer(production_service, link)
     try:
         await payer.page()
-        # The page has no form to take the field from: made as the page would have.
-        genuine = csrf.form_token(
-            production_service.app.state.csrf_key,
-            nonce=payer.http.cookies[csrf.COOKIE],
-            link_uuid=uuid.UUID(link["linkPaymentUuid"]),
-        )
         simulate = await payer.http.post(
             checkout_path(link).replace("?", "/pix/simulate?"),
-            data={"csrf_token": genuine},
+            data={"csrf_token": "none: the page has no such form"},
             headers={"accept": "application/json"},
         )
         assert_error_body(simulate, 403, ErrorCode.SANDBOX_ONLY)
     finally:
         await payer.close()
+
+
+@pytest.mark.parametrize("status", ["REJECTED", "pending", "CANCELADA", "NAO_REALIZADO"])
+async def test_a_pix_payment_whose_status_says_it_failed_pays_nothing(
+    service: RunningService,
+    merchant: Merchant,
+    publisher: dict[str, str],
+    status: str,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    link = await create(merchant, amount=Decimal("150.00"))
+    txid = txid_of(pix_code_of(await open_page(service, link)))
+    await publish(
+        service, publisher, pix_event(merchant.customer_id, txid, "150.00", status=status)
+    )
+    assert (await details(merchant, link))["status"]["description"] == "CREATED"
+    assert "pix_payment_not_settled" in capfd.readouterr().out
+    # The same payment, settled, pays it (CONCLUIDA: the Banco Central API's word).
+    await publish(
+        service, publisher, pix_event(merchant.customer_id, txid, "150.00", status="CONCLUIDA")
+    )
+    assert (await details(merchant, link))["status"]["description"] == "PAID"
 
 
 async def test_the_status_of_an_altered_token_is_the_404_of_the_page(

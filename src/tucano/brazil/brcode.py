@@ -64,10 +64,19 @@ def crc16_ccitt_false(data: bytes) -> int:
     return crc
 
 
+# Latin letters that no accent stripping turns into ASCII, written as their languages do.
+_LETTERS = str.maketrans(
+    {"ß": "ss", "Æ": "AE", "æ": "ae", "Œ": "OE", "œ": "oe", "Ø": "O", "ø": "o", "Ł": "L",
+     "ł": "l", "Đ": "D", "đ": "d", "Þ": "Th", "þ": "th", "ẞ": "SS", "\u0131": "i"}
+)  # fmt: skip
+
+
 def br_code_text(value: str, max_length: int) -> str:
     """`value` as a BR Code carries it: accents removed, printable ASCII, spaces collapsed, cut."""
     unaccented = "".join(
-        c for c in unicodedata.normalize("NFKD", value) if not unicodedata.combining(c)
+        c
+        for c in unicodedata.normalize("NFKD", value.translate(_LETTERS))
+        if not unicodedata.combining(c)
     )
     # Whitespace becomes a space before the non-ASCII is dropped, so "Sao\nPaulo" keeps two words.
     spaced = "".join(" " if c.isspace() else c for c in unaccented)

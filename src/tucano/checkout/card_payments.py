@@ -11,6 +11,7 @@ recorded (a process stopped meanwhile) stops blocking after PENDING_FOR.
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -39,6 +40,7 @@ log = structlog.get_logger("tucano.checkout")
 LOCK_AFTER_REFUSALS = 5
 LOCK_FOR = timedelta(minutes=15)
 PENDING_FOR = timedelta(minutes=2)
+_NSU = re.compile(r"[0-9]{6,12}")  # an acquirer's NSU, as the payment's receipt
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -193,6 +195,14 @@ async def pay_by_card(
             attempt=reservation.attempt_id,
             error=type(exc).__name__,
         )
+        answer = Refused(Refusal.PROCESSING_ERROR)
+    if isinstance(answer, Approved) and not _NSU.fullmatch(answer.nsu):
+        # An approval Tucano cannot record as decisions.md says: undone, and the processor's
+        # fault to fix (its log line says so), not the payer's.
+        log.error(
+            "card_processor_gave_no_nsu", processor=processor.name, attempt=reservation.attempt_id
+        )
+        await processor.void(nsu=answer.nsu, authorization=authorization)
         answer = Refused(Refusal.PROCESSING_ERROR)
     outcome = await _record(database, reservation.attempt_id, link_id, installments, answer)
     if isinstance(outcome, LinkNotPayable) and isinstance(answer, Approved):

@@ -14,6 +14,7 @@ from urllib.parse import quote
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tucano.checkout import csrf
 from tucano.checkout.page import CardForm, page_context
@@ -60,6 +61,7 @@ PAGE_HEADERS = {
     # A page for a browser, the error body for anything else; in the payer's language.
     "Vary": "Accept, Accept-Language",
 }
+HSTS = "max-age=31536000"
 # Which error page a failure is, for a browser.
 _ERROR_PAGES = {
     ErrorCode.PAYMENT_LINK_EXPIRED: "expired",
@@ -67,6 +69,33 @@ _ERROR_PAGES = {
     ErrorCode.PAYMENT_METHOD_UNAVAILABLE: "unavailable",
     ErrorCode.SANDBOX_ONLY: "unavailable",
 }
+
+
+class CheckoutHeaders:
+    """Every answer under /checkout carries the page's headers, those the edge or the framework
+    make too (a 405, a 413, a query the edge refuses): none of them may be framed, sniffed or
+    sent on with a Referer holding the token. Headers an answer sets itself are kept."""
+
+    def __init__(self, app: ASGIApp, *, https: bool) -> None:
+        self.app = app
+        headers = dict(PAGE_HEADERS)
+        if https:
+            headers["Strict-Transport-Security"] = HSTS
+        self.headers = [(name.lower().encode(), value.encode()) for name, value in headers.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/checkout"):
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {name.lower() for name, _ in message.get("headers", [])}
+                added = [(n, v) for n, v in self.headers if n not in present]
+                message = {**message, "headers": [*message.get("headers", []), *added]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 def brl(amount: Any) -> str:
@@ -78,7 +107,7 @@ def brl(amount: Any) -> str:
 def page_headers(request: Request) -> dict[str, str]:
     headers = dict(PAGE_HEADERS)
     if request.app.state.settings.public_url.startswith("https://"):
-        headers["Strict-Transport-Security"] = "max-age=31536000"
+        headers["Strict-Transport-Security"] = HSTS
     return headers
 
 
@@ -130,13 +159,16 @@ def error_answer(request: Request, error: AppError, *, back: str | None = None) 
         kind = _ERROR_PAGES.get(
             error.code, "not_found" if error.status_code == 404 else "invalid_form"
         )
+        # A page that failed its forgery check gets a nonce if the browser has none; one it
+        # has is kept, so that a stale tab (or another site) cannot void the payer's forms.
+        nonce, new = _nonce_of(request)
         response = _render(
             request,
             "unavailable.html",
             error.status_code,
             kind=kind,
             back=back,
-            nonce=csrf.new_nonce() if kind == "forbidden" else None,
+            nonce=nonce if kind == "forbidden" and new else None,
         )
         response.headers.update(error.headers)
         return response

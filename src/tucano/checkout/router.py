@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
@@ -20,6 +21,7 @@ from tucano.brazil.pix import SANDBOX_ISPB, new_end_to_end_id
 from tucano.checkout import card_payments
 from tucano.checkout import service as checkouts
 from tucano.checkout.card_payments import (
+    LOCK_AFTER_REFUSALS,
     CardInProgress,
     CardLocked,
     CardPaid,
@@ -39,10 +41,11 @@ from tucano.checkout.rendering import (
     refused,
     show,
     to_page,
+    wants_html,
 )
 from tucano.checkout.service import NOT_A_CHECKOUT, Checkout
 from tucano.checkout.texts import TEXTS, Language, hour
-from tucano.clock import clock
+from tucano.clock import clock, format_utc
 from tucano.db import ReadSessionDep
 from tucano.deliveries.service import NewEvent
 from tucano.errors import AppError, ErrorCode
@@ -109,16 +112,20 @@ async def _open(request: Request, session: AsyncSession, link_id: str, token: st
     )
 
 
-async def _submitted(
-    request: Request, session: AsyncSession, link_id: str, token: str
-) -> tuple[Checkout, dict[str, str]]:
-    """The checkout a form was posted to, and the form, once it passed the forgery check. The
-    read's session is closed then: a payment writes in sessions of its own."""
-    checkout = await _open(request, session, link_id, token)
+async def _submitted(request: Request, checkout: Checkout) -> dict[str, str]:
+    """The form posted to `checkout`, once it passed the forgery check."""
     form = await read_form(request)
     check_forgery(request, form, checkout.link.uuid)
-    await session.close()
-    return checkout, form
+    return form
+
+
+def _already_paid(request: Request, checkout: Checkout, token: str) -> Response:
+    """A form posted to a paid link: its receipt for a browser, a 409 for any other client."""
+    if wants_html(request):
+        return to_page(page_urls(checkout.link.uuid, token)["page"])
+    return error_body(
+        request, ErrorCode.PAYMENT_LINK_NOT_PAYABLE, ["the payment link is PAID, not CREATED"]
+    )
 
 
 def _back(link_id: str, token: str) -> str | None:
@@ -127,6 +134,16 @@ def _back(link_id: str, token: str) -> str | None:
         return page_urls(parse_uuid(link_id), token)["page"]
     except ValueError:
         return None
+
+
+@router.get("/checkout/{linkPaymentUuid}/card", include_in_schema=False)
+@router.get("/checkout/{linkPaymentUuid}/pix/simulate", include_in_schema=False)
+async def back_to_the_page(link_id: LinkId, token: Token = "") -> Response:
+    """A form's address opened (a refused payment's page reloaded, a tab restored): the page."""
+    page = _back(link_id, token)
+    if page is None:
+        raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND, errors=[NOT_A_CHECKOUT])
+    return to_page(page)
 
 
 @router.get("/checkout/assets/{name}", include_in_schema=False)
@@ -247,27 +264,33 @@ def _card_form(
 async def pay_by_card(
     link_id: LinkId, request: Request, session: ReadSessionDep, token: Token = ""
 ) -> Response:
+    processor = request.app.state.card_processor
     try:
-        checkout, form = await _submitted(request, session, link_id, token)
+        checkout = await _open(request, session, link_id, token)
+        if checkout.status == "PAID":
+            return _already_paid(request, checkout, token)
+        if not checkout.cards_accepted or processor is None:
+            raise AppError(
+                ErrorCode.PAYMENT_METHOD_UNAVAILABLE,
+                errors=["card payment is not offered for this link"],
+            )
+        form = await _submitted(request, checkout)
     except AppError as error:
         return error_answer(request, error, back=_back(link_id, token))
+    await session.close()  # the read is done with; the payment writes in sessions of its own
     back = page_urls(checkout.link.uuid, token)["page"]
-    if checkout.status == "PAID":
-        return to_page(back)
-    processor = request.app.state.card_processor
-    if not checkout.cards_accepted or processor is None:
-        unavailable = AppError(
-            ErrorCode.PAYMENT_METHOD_UNAVAILABLE,
-            errors=["card payment is not offered for this link"],
-        )
-        return error_answer(request, unavailable, back=back)
     language = language_of(request)
     t = TEXTS[language]
     if checkout.card_locked_until is not None:
         until = checkout.card_locked_until
-        locked = t["card_locked"].format(hour=hour(until))
         return refused(
-            request, checkout, token, ErrorCode.CARD_PAYMENT_LOCKED, locked, retry_after=until
+            request,
+            checkout,
+            token,
+            ErrorCode.CARD_PAYMENT_LOCKED,
+            t["card_locked"].format(hour=hour(until)),
+            errors=[_locked_line(until)],
+            retry_after=until,
         )
     card, kept = _card_form(form, checkout, language)
     if card is None:
@@ -316,6 +339,7 @@ async def pay_by_card(
                 token,
                 ErrorCode.CARD_PAYMENT_LOCKED,
                 t["card_locked"].format(hour=hour(until)),
+                errors=[_locked_line(until)],
                 retry_after=until,
             )
         case CardInProgress():
@@ -326,8 +350,16 @@ async def pay_by_card(
                 ErrorCode.CARD_PAYMENT_IN_PROGRESS,
                 t["card_in_progress"],
                 form=kept,
+                errors=["another card payment of this link is waiting for its answer"],
             )
     raise AssertionError(outcome)  # pragma: no cover
+
+
+def _locked_line(until: datetime) -> str:
+    return (
+        f"card payment of this link is locked after {LOCK_AFTER_REFUSALS} refusals, "
+        f"until {format_utc(until)}"
+    )
 
 
 @router.post(
@@ -351,11 +383,15 @@ async def simulate_pix_payment(
     link_id: LinkId, request: Request, session: ReadSessionDep, token: Token = ""
 ) -> Response:
     try:
-        checkout, _ = await _submitted(request, session, link_id, token)
+        checkout = await _open(request, session, link_id, token)
         if not request.app.state.settings.is_sandbox:
             raise AppError(ErrorCode.SANDBOX_ONLY, errors=["PIX is simulated only in sandbox"])
+        if checkout.status == "PAID":
+            return _already_paid(request, checkout, token)
+        await _submitted(request, checkout)
     except AppError as error:
         return error_answer(request, error, back=_back(link_id, token))
+    await session.close()
     link = checkout.link
     if checkout.status == "CREATED" and checkout.pix_code is not None and link.pix_txid:
         now = clock.now()
