@@ -136,8 +136,23 @@ def _back(link_id: str, token: str) -> str | None:
         return None
 
 
-@router.get("/checkout/{linkPaymentUuid}/card", include_in_schema=False)
-@router.get("/checkout/{linkPaymentUuid}/pix/simulate", include_in_schema=False)
+_BACK_TO_THE_PAGE: dict[str, Any] = {
+    "summary": "A form's address opened with GET: back to the checkout page",
+    "description": "303 to the page (a refused payment's page reloaded, a tab restored).",
+    "response_class": Response,
+    "status_code": 303,
+    "responses": {
+        303: {
+            "description": "The checkout page.",
+            "headers": {"Location": {"schema": {"type": "string"}}},
+        },
+        404: _error("No such link."),
+    },
+}
+
+
+@router.get("/checkout/{linkPaymentUuid}/card", **_BACK_TO_THE_PAGE)
+@router.get("/checkout/{linkPaymentUuid}/pix/simulate", **_BACK_TO_THE_PAGE)
 async def back_to_the_page(link_id: LinkId, token: Token = "") -> Response:
     """A form's address opened (a refused payment's page reloaded, a tab restored): the page."""
     page = _back(link_id, token)
