@@ -30,3 +30,12 @@ def test_every_setting_is_in_the_operations_table() -> None:
 
     rows = re.findall(r"^\| `(TUCANO_\w+)` \|", (ROOT / "docs" / "operations.md").read_text(), re.M)
     assert sorted(rows) == sorted(f"TUCANO_{name.upper()}" for name in Settings.model_fields)
+
+
+def test_the_operation_ids_in_the_docs_are_the_documents() -> None:
+    from tucano.openapi import OPERATION_IDS
+
+    rows = re.findall(
+        r"^\| `([A-Z]+ /[^`]*)` \| `(\w+)` \|$", (ROOT / "docs" / "clients.md").read_text(), re.M
+    )
+    assert dict(rows) == OPERATION_IDS

@@ -177,7 +177,13 @@ async def test_every_amount_is_documented_as_the_json_number_it_is(
     assert ("PaymentLinkOut", "amount") in amounts and ("PaymentLinkCreate", "amount") in amounts
     # Sent: a number, or a string in plain decimal notation, as the service accepts them.
     number, text = amounts.pop(("PaymentLinkCreate", "amount"))["anyOf"]
-    assert number == {"type": "number", "minimum": 0.01, "maximum": 999999999.99}
+    assert number == {
+        "type": "number",
+        "format": "decimal",
+        "x-decimal-places": 2,
+        "minimum": 0.01,
+        "maximum": 999999999.99,
+    }
     assert text["type"] == "string"
     assert re.fullmatch(text["pattern"], "10.50") and re.fullmatch(text["pattern"], "999999999.99")
     # What the service refuses, the document does not offer (fuzz audit: it offered these).
@@ -185,6 +191,8 @@ async def test_every_amount_is_documented_as_the_json_number_it_is(
         assert not re.search(text["pattern"], refused), refused
     for where, spec in amounts.items():
         assert spec.get("type") == "number", (where, spec)
+        # Exact decimals with two places, which a generated client cannot tell from a number.
+        assert (spec.get("format"), spec.get("x-decimal-places")) == ("decimal", 2), where
         # A validator in binary floats finds 4596.07 no multiple of 0.01: it would refuse it.
         assert "multipleOf" not in spec, (where, spec)
 
@@ -250,7 +258,10 @@ async def test_parameters_say_what_the_service_enforces(service: RunningService)
     ):
         transaction = parameter(method, path, "x-transaction-id")
         assert transaction["required"] is True
-        assert transaction["schema"]["format"] == "uuid"
+        header = transaction["schema"]
+        assert header["type"] == "string" and "format" not in header  # see the next test
+        assert re.fullmatch(header["pattern"], "4f3c9b4e-8f5a-4c1e-9a53-2f1d2b6c7e10")
+        assert not re.fullmatch(header["pattern"], "4f3c9b4e8f5a4c1e9a532f1d2b6c7e10")
     assert parameter("get", "/webhook/v1/list", "x-transaction-id")["required"] is False
     sort = parameter("get", "/payment-link/v1/link-payment", "sort")["schema"]
     (items,) = [option["items"] for option in sort["anyOf"] if option["type"] == "array"]
@@ -287,3 +298,90 @@ async def test_the_document_states_limits_as_the_service_enforces_them(
     for path, item in document["paths"].items():
         for method, operation in item.items():
             assert "413" in operation["responses"], (method, path)
+
+
+OPERATION_IDS = {
+    ("post", "/oauth/v1/token"): "issueToken",
+    ("get", "/webhook/v1/list"): "listWebhooks",
+    ("post", "/webhook/v1/create"): "createWebhook",
+    ("get", "/webhook/v1/{id}"): "getWebhook",
+    ("put", "/webhook/v1/{id}"): "updateWebhook",
+    ("delete", "/webhook/v1/{id}"): "deleteWebhook",
+    ("get", "/webhook/v1/{id}/secret"): "getWebhookSecret",
+    ("post", "/webhook/v1/{id}/secret/rotate"): "rotateWebhookSecret",
+    ("get", "/webhook/v1/{id}/delivery-status"): "getWebhookDeliveryStatus",
+    ("post", "/webhook/v1/{id}/redeliver"): "redeliverEvent",
+    ("get", "/webhook/v1/list/results"): "listWebhookResults",
+    ("post", "/webhook/v1/test-events"): "sendTestEvent",
+    ("post", "/internal/v1/events"): "publishEvent",
+    ("post", "/payment-link/v1"): "createPaymentLink",
+    ("get", "/payment-link/v1/link-payment"): "listPaymentLinks",
+    ("get", "/payment-link/v1/report"): "getPaymentLinkReport",
+    ("get", "/payment-link/v1/{linkPaymentUuid}"): "getPaymentLink",
+    ("get", "/checkout/{linkPaymentUuid}"): "getCheckoutPage",
+    ("get", "/checkout/{linkPaymentUuid}/status"): "getCheckoutStatus",
+    ("post", "/checkout/{linkPaymentUuid}/card"): "payCheckoutByCard",
+    ("get", "/checkout/{linkPaymentUuid}/card"): "returnFromCheckoutCardForm",
+    ("post", "/checkout/{linkPaymentUuid}/pix/simulate"): "simulateCheckoutPixPayment",
+    ("get", "/checkout/{linkPaymentUuid}/pix/simulate"): "returnFromCheckoutPixSimulation",
+    ("get", "/health/live"): "getLiveness",
+    ("get", "/health"): "getHealth",
+}
+
+
+async def test_every_operation_has_its_stable_camel_case_id(service: RunningService) -> None:
+    """Generated clients name their methods after these: they are part of the interface."""
+    document = (await service.http.get("/openapi.json")).json()
+    found = {
+        (method, path): operation["operationId"]
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+    }
+    assert found == OPERATION_IDS
+    deliveries = {
+        name: operation["operationId"]
+        for name, item in document["webhooks"].items()
+        for operation in item.values()
+    }
+    assert deliveries["PAYMENT_LINK_INBOUND"] == "receivePaymentLinkInbound"
+    assert deliveries["PIX_QR_INBOUND"] == "receivePixQrInbound"
+    assert len(set(deliveries.values())) == 7
+
+
+async def test_timestamps_amounts_and_health_answers_say_what_they_are(
+    service: RunningService,
+) -> None:
+    document = (await service.http.get("/openapi.json")).json()
+    schemas = document["components"]["schemas"]
+    timestamps = [
+        ("PaymentLinkOut", "creationDate"),
+        ("PaymentLinkOut", "expirationDate"),
+        ("LinkPayment", "paymentDate"),
+        ("WebhookResult", "attemptedAt"),
+        ("EventAccepted", "createdAt"),
+        ("ErrorBody", "timestamp"),
+        ("PaymentLinkReport", "startDate"),
+    ]
+    for model, field in timestamps:
+        assert schemas[model]["properties"][field]["format"] == "date-time", (model, field)
+    nullable = schemas["WebhookResult"]["properties"]["nextAttemptAt"]["anyOf"]
+    assert {"type": "string", "format": "date-time", "example": "2026-01-15T10:30:00.000Z"} in (
+        nullable
+    )
+    for model, field in [
+        ("PaymentLinkOut", "amount"),
+        ("InstallmentOption", "amountInstallment"),
+        ("PaymentLinkReport", "totalAmount"),
+        ("LinkPayment", "amount"),
+    ]:
+        amount = schemas[model]["properties"][field]
+        assert (amount["type"], amount["format"], amount["x-decimal-places"]) == (
+            "number",
+            "decimal",
+            2,
+        ), (model, field)
+        assert "multipleOf" not in amount  # binary-float validators refuse real amounts with it
+    for path, model in (("/health/live", "Liveness"), ("/health", "Readiness")):
+        answer = document["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]
+        assert answer["schema"] == {"$ref": f"#/components/schemas/{model}"}
+        assert "status" in schemas[model]["required"]

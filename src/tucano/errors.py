@@ -99,7 +99,9 @@ class ErrorBody(ApiModel):
 
     error_code: int = Field(description="See docs/errors.md for the table of codes.")
     message: str
-    timestamp: str = Field(description="ISO 8601 UTC with milliseconds.")
+    timestamp: str = Field(
+        description="ISO 8601 UTC with milliseconds.", json_schema_extra={"format": "date-time"}
+    )
     x_transaction_id: str = Field(description="The request's x-transaction-id.")
     errors: list[str] = Field(description="One line per problem, naming the field.")
 

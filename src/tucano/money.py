@@ -57,7 +57,9 @@ _CheckedMoney = Annotated[
 # Documented by hand: pydantic would document a Decimal as number or string, and its bounds under
 # keys JSON Schema does not know. No multipleOf: a validator working in binary floats finds
 # 4596.07 not a multiple of 0.01 and would refuse real amounts.
-_AMOUNT_NUMBER = {"type": "number", "minimum": 0.01, "maximum": 999999999.99}
+# What a generator cannot tell from `type: number`: the amount is exact (docs/clients.md).
+EXACT_DECIMAL = {"format": "decimal", "x-decimal-places": 2}
+_AMOUNT_NUMBER = {"type": "number", **EXACT_DECIMAL, "minimum": 0.01, "maximum": 999999999.99}
 
 # An amount a client sends: a JSON number, or a string in plain decimal notation.
 Money = Annotated[
@@ -84,5 +86,15 @@ PayloadMoney = Annotated[
     WithJsonSchema({**_AMOUNT_NUMBER, "description": "At most two decimals (cents)."}),
 ]
 
-# An amount in a response: a JSON number, always written with two decimals.
-MoneyOut = Annotated[Decimal, WithJsonSchema({"type": "number"})]
+# An amount in a response: a JSON number, always written with two decimals, exact.
+MoneyOut = Annotated[
+    Decimal,
+    WithJsonSchema(
+        {
+            "type": "number",
+            **EXACT_DECIMAL,
+            "description": "An exact amount in reais with two decimals (10.50): read it as a "
+            "decimal, not a binary float.",
+        }
+    ),
+]

@@ -237,7 +237,13 @@ CanonicalUUID = Annotated[uuid.UUID, BeforeValidator(_canonical_uuid)]
 
 
 # A datetime that leaves as ISO 8601 UTC with milliseconds, in JSON and in Python dumps alike.
-UtcTimestamp = Annotated[datetime, PlainSerializer(format_utc, return_type=str)]
+UtcTimestamp = Annotated[
+    datetime,
+    PlainSerializer(format_utc, return_type=str),
+    WithJsonSchema(
+        {"type": "string", "format": "date-time", "example": "2026-01-15T10:30:00.000Z"}
+    ),
+]
 
 
 def in_utc(moment: datetime) -> datetime:
