@@ -6,7 +6,11 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from tests.helpers import RunningService
+import pytest
+
+from tests.conftest import make_settings
+from tests.helpers import RunningService, start_service
+from tucano.db import Database
 
 EXPECTED_OPERATIONS = {
     ("post", "/oauth/v1/token"),
@@ -116,10 +120,57 @@ async def test_a_time_range_bound_is_documented_as_a_timestamp_or_a_date(
                 assert "day" in parameter["description"]
 
 
-async def test_docs_page_is_served(service: RunningService) -> None:
-    response = await service.http.get("/docs")
-    assert response.status_code == 200
-    assert "swagger" in response.text.lower()
+@pytest.mark.parametrize(
+    ("page", "asset"), [("/docs", "swagger-ui-bundle.js"), ("/redoc", "redoc")]
+)
+async def test_the_docs_load_nothing_from_elsewhere(
+    service: RunningService, page: str, asset: str
+) -> None:
+    response = await service.http.get(page)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
+    loaded = re.findall(r'(?:src|href)=["\']([^"\']+)["\']', response.text)
+    assert loaded and all(url.startswith("/") for url in loaded), loaded  # no CDN, no fonts
+    assert not re.search(r"https?://", response.text.replace("http://www.w3.org", ""))
+    assert any(asset in url for url in loaded)
+    for url in loaded:
+        answer = await service.http.get(url)
+        assert answer.status_code == 200, url
+        assert len(answer.content) > 1000, url
+
+
+async def test_the_root_says_what_the_service_is_and_where_its_docs_are(
+    service: RunningService, production_service: RunningService
+) -> None:
+    index = (await service.http.get("/")).json()
+    assert index["service"] == "Tucano" and index["environment"] == "sandbox"
+    assert index["links"] == {
+        "docs": "/docs",
+        "redoc": "/redoc",
+        "openapi": "/openapi.json",
+        "health": "/health",
+        "liveness": "/health/live",
+    }
+    for link in index["links"].values():
+        assert (await service.http.get(link)).status_code == 200, link
+    # Production keeps its docs to itself unless TUCANO_DOCS_ENABLED says otherwise.
+    quiet = (await production_service.http.get("/")).json()
+    assert quiet["links"] == {"health": "/health", "liveness": "/health/live"}
+    for hidden in ("/docs", "/redoc", "/openapi.json", "/docs/assets/swagger-ui.css"):
+        assert (await production_service.http.get(hidden)).status_code == 404, hidden
+
+
+async def test_docs_can_be_switched_on_in_production_and_off_in_sandbox(
+    database_url: str, database: Database
+) -> None:
+    for environment, enabled, status in (("production", True, 200), ("sandbox", False, 404)):
+        running = await start_service(
+            make_settings(database_url, environment=environment, docs_enabled=enabled), database
+        )
+        try:
+            for path in ("/docs", "/redoc", "/openapi.json"):
+                assert (await running.http.get(path)).status_code == status, (environment, path)
+        finally:
+            await running.stop()
 
 
 async def test_every_event_payload_is_documented_in_the_webhooks_section(
@@ -326,6 +377,7 @@ OPERATION_IDS = {
     ("get", "/checkout/{linkPaymentUuid}/pix/simulate"): "returnFromCheckoutPixSimulation",
     ("get", "/health/live"): "getLiveness",
     ("get", "/health"): "getHealth",
+    ("get", "/"): "getServiceIndex",
 }
 
 

@@ -24,6 +24,7 @@ from tucano.config import ConfigurationError, Environment, Settings, load_settin
 from tucano.db import Database
 from tucano.deliveries.router import internal_router as events_router
 from tucano.deliveries.router import router as deliveries_router
+from tucano.docs_pages import OPENAPI_URL, add_docs
 from tucano.edge import EdgeMiddleware
 from tucano.errors import ErrorCode, error_response, install_error_handlers
 from tucano.http import error_responses
@@ -117,6 +118,9 @@ def create_app(
         lifespan=lifespan,
         redirect_slashes=False,
         generate_unique_id_function=operation_id,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=OPENAPI_URL if settings.docs_are_enabled else None,
     )
     app.state.settings = settings
     try:
@@ -138,6 +142,7 @@ def create_app(
     app.include_router(payment_links_router)
     app.include_router(checkout_router)
     document_deliveries(app)
+    add_docs(app, enabled=settings.docs_are_enabled)
 
     @app.get(
         "/health/live",

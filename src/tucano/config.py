@@ -90,6 +90,8 @@ class Settings(BaseSettings):
     # and no card payment in production; `none`; `sandbox`; or `package.module:factory` of an
     # acquirer's CardProcessor (docs/checkout.md).
     card_processor: str = ""
+    # /docs, /redoc and /openapi.json; unset: on in sandbox, off in production.
+    docs_enabled: bool | None = None
     card_processor_timeout_seconds: Seconds = Field(default=30.0, gt=0)
 
     access_token_ttl_seconds: int = Field(default=3600, ge=60, le=86400)
@@ -286,6 +288,10 @@ class Settings(BaseSettings):
     @property
     def is_sandbox(self) -> bool:
         return self.environment is Environment.SANDBOX
+
+    @property
+    def docs_are_enabled(self) -> bool:
+        return self.docs_enabled if self.docs_enabled is not None else self.is_sandbox
 
     @property
     def card_processor_name(self) -> str | None:

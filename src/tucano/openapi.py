@@ -48,6 +48,7 @@ OPERATION_IDS = {
     "GET /checkout/{linkPaymentUuid}/pix/simulate": "returnFromCheckoutPixSimulation",
     "GET /health/live": "getLiveness",
     "GET /health": "getHealth",
+    "GET /": "getServiceIndex",
 }
 
 
