@@ -7,6 +7,7 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
   exit 1
 fi
 if [ ! -x .venv/bin/python ]; then
+  echo "Setting up Tucano (first run): making .venv with $("$PYTHON" --version 2>&1)..." >&2
   "$PYTHON" -m venv .venv
   .venv/bin/python -m pip install --quiet --upgrade pip
 fi
@@ -22,8 +23,10 @@ install_tucano() {
     fi
   done
   touch "$stamp.new"  # before the install: a file changed during it is newer than the stamp
+  echo "Installing Tucano$1 and its dependencies into .venv (a minute or two the first time)..." >&2
   .venv/bin/python -m pip install --quiet ".$1"
   # Same version number, new code: make pip replace the installed copy.
   .venv/bin/python -m pip install --quiet --no-deps --force-reinstall .
   mv "$stamp.new" "$stamp"
+  echo "Installed." >&2
 }

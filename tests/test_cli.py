@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sqlite3
+import subprocess
 import time
 from importlib import resources
 from pathlib import Path
@@ -13,6 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+import tucano
 from tests.conftest import POSTGRES_URL
 from tests.databases import create_scratch_database, drop_scratch_database
 from tests.processes import clean_env, run_tucano, start_serve
@@ -24,6 +27,15 @@ def create_client(cwd: Path, *args: str, env: dict[str, str] | None = None) -> d
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 1, result.stdout
     return dict(json.loads(lines[0]))
+
+
+def said(result: subprocess.CompletedProcess[str]) -> str:
+    """What a command wrote on stderr besides the line naming its database."""
+    return "".join(
+        line
+        for line in result.stderr.splitlines(keepends=True)
+        if not line.startswith("database: ")
+    )
 
 
 def token(base_url: str, client: dict[str, object]) -> str:
@@ -75,8 +87,11 @@ def test_serve_on_a_fresh_directory_just_works(tmp_path: Path) -> None:
     assert create_line["method"] == "POST" and create_line["status"] == 200
     assert isinstance(create_line["durationMs"], float)
     assert create_line["transactionId"]
-    for line in logs.splitlines():
-        json.loads(line)  # every line is one JSON object
+    # Every log line (stdout) is one JSON object; stderr named the database, once, first.
+    database_line, *log_lines = logs.splitlines()
+    assert database_line == f"database: sqlite+aiosqlite:///{tmp_path / 'tucano.db'}"
+    for line in log_lines:
+        json.loads(line)
     assert str(client["clientSecret"]) not in logs
     assert access_token not in logs
     assert created.json()["secret"] not in logs
@@ -139,6 +154,7 @@ def test_a_bad_setting_is_named(tmp_path: Path) -> None:
 
 
 def test_clients_create_scopes(tmp_path: Path) -> None:
+    assert run_tucano("migrate", cwd=tmp_path).returncode == 0
     publisher = create_client(tmp_path, "--customer-id", "1", "--scope", "events.publish")
     assert publisher["scopes"] == ["events.publish"]
     several = create_client(
@@ -205,7 +221,7 @@ def test_a_revoked_client_gets_no_token_and_its_tokens_stop_working(tmp_path: Pa
         assert json.loads(again.stdout)["revokedAt"] == summary["revokedAt"]
         unknown = run_tucano("clients", "revoke", "tci_nobody", cwd=tmp_path)
         assert unknown.returncode == 2
-        assert unknown.stderr.strip() == "tucano: no API client has the id 'tci_nobody'"
+        assert said(unknown).strip() == "tucano: no API client has the id 'tci_nobody'"
     finally:
         server.stop()
 
@@ -229,13 +245,13 @@ def test_serve_and_clients_list_need_no_write_lock(tmp_path: Path) -> None:
         # A write that cannot get the lock says so in one line.
         revoked = run_tucano("clients", "revoke", "tci_x", cwd=tmp_path, timeout=30)
         assert revoked.returncode == 2
-        assert revoked.stderr.startswith("tucano: could not use the database: ")
+        assert said(revoked).startswith("tucano: could not use the database: ")
         assert "Traceback" not in revoked.stderr
         created = run_tucano(
             "clients", "create", "--customer-id", "7", "--no-migrate", cwd=tmp_path, timeout=30
         )
         assert created.returncode == 2
-        assert created.stderr.startswith("tucano: could not use the database: ")
+        assert said(created).startswith("tucano: could not use the database: ")
     finally:
         other_process.close()
 
@@ -299,7 +315,7 @@ def test_a_schema_at_head_is_not_held_up_by_another_process_writing(tmp_path: Pa
 
 
 def test_migrate_shows_the_database_without_its_password() -> None:
-    from tucano.cli import _safe_url
+    from tucano.cli.common import safe_url as _safe_url
 
     shown = _safe_url("postgresql+asyncpg://app:Pw1@db:5432/pay?password=Pw2&ssl=require")
     assert shown == "postgresql+asyncpg://app:***@db:5432/pay?password=hidden&ssl=require"
@@ -311,11 +327,15 @@ def test_no_migrate_refuses_a_schema_it_cannot_run_on(tmp_path: Path) -> None:
     database_url = f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
     env = clean_env(TUCANO_DATABASE_URL=database_url)
     for command in (("serve", "--no-migrate"), ("worker", "--no-migrate")):
+        missing = run_tucano(*command, cwd=tmp_path, env=env)
+        assert missing.returncode == 2, missing
+        assert "old.db does not exist: run `tucano migrate`" in said(missing)
+        assert not (tmp_path / "old.db").exists()
+    (tmp_path / "old.db").touch()  # there, but empty
+    for command in (("serve", "--no-migrate"), ("worker", "--no-migrate")):
         empty = run_tucano(*command, cwd=tmp_path, env=env)
         assert empty.returncode == 2, empty
-        assert (
-            empty.stderr == "tucano: the database has no schema yet: run `tucano migrate` first\n"
-        )
+        assert said(empty) == "tucano: the database has no schema yet: run `tucano migrate` first\n"
     upgrade(database_url, "0008_previous_secrets")  # an older release's schema
     for command in (
         ("serve", "--no-migrate"),
@@ -330,7 +350,7 @@ def test_no_migrate_refuses_a_schema_it_cannot_run_on(tmp_path: Path) -> None:
     for command in (("serve", "--no-migrate"), ("migrate",)):
         newer = run_tucano(*command, cwd=tmp_path, env=env)
         assert newer.returncode == 2, newer
-        assert newer.stderr.startswith(
+        assert said(newer).startswith(
             "tucano: the database's schema (0099_from_a_later_release) is newer than this release"
         )
 
@@ -347,8 +367,8 @@ def test_an_unreachable_database_is_one_line(tmp_path: Path) -> None:
     for command in (("serve", "--no-migrate"), ("worker",)):
         result = run_tucano(*command, cwd=tmp_path, env=env)
         assert result.returncode == 2, result
-        assert result.stderr.startswith("tucano: could not reach the database: ")
-        assert len(result.stderr.splitlines()) == 1
+        assert said(result).startswith("tucano: could not reach the database: ")
+        assert len(said(result).splitlines()) == 1
 
 
 def test_migrations_ship_inside_the_package() -> None:
@@ -469,3 +489,100 @@ def test_customers_set_refuses_what_the_checkout_cannot_use(
     assert result.returncode != 0 and says in result.stderr
     missing = run_tucano("customers", "show", "--customer-id", "1", cwd=tmp_path)
     assert missing.returncode != 0 and "no merchant profile" in missing.stderr
+
+
+def test_version_and_help_read_plainly() -> None:
+    version = run_tucano("--version", cwd=Path.cwd())
+    assert version.returncode == 0 and version.stdout.strip() == f"tucano {tucano.__version__}"
+    for command in (
+        ("--help",),
+        ("serve", "--help"),
+        ("clients", "create", "--help"),
+        ("clients", "list", "--help"),
+        ("customers", "set", "--help"),
+    ):
+        shown = run_tucano(*command, cwd=Path.cwd(), env=clean_env(COLUMNS="80"))
+        assert shown.returncode == 0, shown.stderr
+        text = shown.stdout
+        assert not re.search(r"<(bool|int|str|int range|text)>", text), text  # no type tags
+        assert "╭" not in text  # plain text, as a terminal or a pipe shows it
+        # A range is never cut: no line ends inside a number that continues on the next.
+        assert not re.search(r"\d\n\s*\d", text), text
+    scopes = run_tucano("clients", "create", "--help", cwd=Path.cwd()).stdout
+    for scope in ("webhook.read", "webhook.write", "payment-link.read", "payment-link.write"):
+        assert f"\n    {scope}\n" in scopes
+    assert "events.publish" in scopes
+
+
+def test_every_command_on_the_database_names_it(tmp_path: Path) -> None:
+    named = f"database: sqlite+aiosqlite:///{tmp_path / 'tucano.db'}"
+    migrated = run_tucano("migrate", cwd=tmp_path)
+    assert migrated.returncode == 0 and named in migrated.stderr.splitlines()
+    for command in (
+        ("clients", "create", "--customer-id", "3"),
+        ("clients", "list"),
+        ("clients", "revoke", "tci_nobody"),
+        ("customers", "set", "--customer-id", "3", "--merchant-name", "L", "--merchant-city", "R"),
+        ("customers", "show", "--customer-id", "3"),
+    ):  # fmt: skip
+        result = run_tucano(*command, cwd=tmp_path)
+        assert named in result.stderr.splitlines(), (command, result.stderr)
+
+
+def test_a_command_on_a_database_that_is_not_there_makes_none(tmp_path: Path) -> None:
+    for command in (
+        ("clients", "create", "--customer-id", "3"),
+        ("clients", "list"),
+        ("customers", "show", "--customer-id", "3"),
+    ):
+        result = run_tucano(*command, cwd=tmp_path)
+        assert result.returncode == 2, result
+        assert said(result).startswith("tucano: the database sqlite+aiosqlite:///")
+        assert "does not exist: run `tucano migrate`" in said(result)
+        assert not (tmp_path / "tucano.db").exists()
+    # Asked to, it makes and migrates one.
+    made = run_tucano("clients", "create", "--customer-id", "3", "--migrate", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr and (tmp_path / "tucano.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--customer-id", "1", "--customer-id", "2"], "--customer-id is given more than once"),
+        (["--customer-id=1", "--customer-id", "2"], "--customer-id is given more than once"),
+        (["--customer-id", "1", "--migrate", "--no-migrate"], "--migrate is given more than once"),
+        (["--customer-id", "1", "--name", ""], "--name must not be empty"),
+        (["--customer-id", "1", "--name", "   "], "--name must not be empty"),
+    ],
+)
+def test_clients_create_refuses_what_it_would_otherwise_guess(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    assert run_tucano("migrate", cwd=tmp_path).returncode == 0
+    result = run_tucano("clients", "create", *args, cwd=tmp_path)
+    assert result.returncode == 2 and says in said(result), result
+    listed = run_tucano("clients", "list", cwd=tmp_path)
+    assert listed.stdout == ""  # nothing was created
+    twice = run_tucano("clients", "create", "--customer-id", "1", "--scope", "webhook.read",
+                       "--scope", "webhook.write", cwd=tmp_path)  # fmt: skip
+    assert twice.returncode == 0, twice.stderr  # a repeatable option may repeat
+
+
+@pytest.mark.parametrize(
+    ("log_format", "json_lines"), [("", True), ("json", True), ("console", False)]
+)
+def test_serve_logs_json_lines_unless_told_otherwise_or_on_a_terminal(
+    tmp_path: Path, log_format: str, json_lines: bool
+) -> None:
+    env = clean_env(TUCANO_LOG_FORMAT=log_format) if log_format else clean_env()
+    server = start_serve(tmp_path, env)
+    try:
+        httpx.get(server.base_url + "/health/live")
+        logs = server.wait_for_log("/health/live")
+    finally:
+        server.stop()
+    line = next(line for line in logs.splitlines() if "/health/live" in line)
+    if json_lines:
+        assert json.loads(line)["path"] == "/health/live"
+    else:
+        assert not line.startswith("{") and "request" in line and "path=/health/live" in line

@@ -29,6 +29,12 @@ class Environment(StrEnum):
     PRODUCTION = "production"
 
 
+class LogFormat(StrEnum):
+    AUTO = "auto"
+    JSON = "json"
+    CONSOLE = "console"
+
+
 class ConfigurationError(Exception):
     """The configuration cannot run the service; the message names the variable to set."""
 
@@ -100,6 +106,8 @@ class Settings(BaseSettings):
     # stops halfway) would otherwise hold a connection and a request's memory for ever.
     request_body_timeout_seconds: Seconds = Field(default=60.0, gt=0)
     log_level: str = "INFO"
+    # auto: a person's console lines on a terminal, JSON lines otherwise.
+    log_format: LogFormat = LogFormat.AUTO
     # Resolving a webhook host at registration is bounded so a slow resolver cannot hold a request.
     dns_timeout_seconds: Seconds = Field(default=3.0, gt=0)
 
@@ -177,7 +185,7 @@ class Settings(BaseSettings):
             raise ValueError("must be longer than zero")
         return period
 
-    @field_validator("environment", mode="before")
+    @field_validator("environment", "log_format", mode="before")
     @classmethod
     def _environment_in_any_case(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value

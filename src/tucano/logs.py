@@ -196,8 +196,16 @@ def add_timestamp(
     return event_dict
 
 
-def configure_logging(level: str = "INFO") -> None:
-    """Route structlog and the standard library (uvicorn, alembic) into one JSON stream."""
+def _renderer(log_format: str) -> Any:
+    console = log_format == "console" or (log_format == "auto" and sys.stdout.isatty())
+    if console:
+        return structlog.dev.ConsoleRenderer(colors=sys.stdout.isatty())
+    return structlog.processors.JSONRenderer()
+
+
+def configure_logging(level: str = "INFO", *, log_format: str = "json") -> None:
+    """Route structlog and the standard library (uvicorn, alembic) into one stream on stdout:
+    JSON lines, or (`console`, or `auto` on a terminal) lines a person reads, masked alike."""
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
@@ -223,7 +231,7 @@ def configure_logging(level: str = "INFO") -> None:
             foreign_pre_chain=shared,
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.JSONRenderer(),
+                _renderer(log_format),
             ],
         )
     )
