@@ -39,3 +39,52 @@ def test_the_operation_ids_in_the_docs_are_the_documents() -> None:
         r"^\| `([A-Z]+ /[^`]*)` \| `(\w+)` \|$", (ROOT / "docs" / "clients.md").read_text(), re.M
     )
     assert dict(rows) == OPERATION_IDS
+
+
+def _walk_through() -> str:
+    readme = (ROOT / "README.md").read_text()
+    return readme[readme.index("## Walk-through") : readme.index("## Documentation")]
+
+
+def test_the_walk_through_uses_one_base_address() -> None:
+    walk = _walk_through()
+    assert walk.count("BASE=http://127.0.0.1:8000") == 1
+    curls = [line for line in walk.splitlines() if line.lstrip().startswith("curl ")]
+    assert len(curls) >= 12
+    for line in curls:
+        assert "$BASE/" in line and "127.0.0.1:8000" not in line, line
+
+
+def test_the_walk_through_waits_for_the_sandbox_payment_before_listing_paid_links() -> None:
+    walk = _walk_through()
+    listing_paid = walk.index("status=PAID")
+    waited = re.search(r"^sleep (\d+)$", walk[:listing_paid], re.M)
+    assert waited is not None and int(waited.group(1)) > 30  # the default autopay delay
+
+
+def test_the_readme_names_every_event_type_and_maps_the_events_names_to_the_apis() -> None:
+    from tucano.webhooks.events import EventType
+
+    walk = _walk_through()
+    listed = re.findall(r"^\| `([A-Z_]+)` \| [^|]+ \| [^|]+ \|$", walk, re.M)
+    assert listed == [event_type.value for event_type in EventType]
+    for name in ("linkPaymentUuid", "paymentLinkUuid", "CREDIT_CARD", "byPaymentMethod"):
+        assert name in walk, name
+    assert "`1` credit card, `2` PIX" in walk
+
+
+def test_the_readme_shows_screenshots_that_exist() -> None:
+    readme = (ROOT / "README.md").read_text()
+    shown = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", readme)
+    assert len(shown) >= 3
+    for path in shown:
+        assert (ROOT / path).is_file(), path
+
+
+def test_the_first_serve_says_what_it_installs_before_it_does() -> None:
+    # (A fresh clone's first ./scripts/serve sat silent through a minute of pip.)
+    lines = (ROOT / "scripts" / "_venv.sh").read_text().splitlines()
+    for step in ("-m venv .venv", 'pip install --quiet ".$1"'):
+        at = next(i for i, line in enumerate(lines) if step in line)
+        before = lines[at - 1]
+        assert before.lstrip().startswith("echo ") and before.endswith(">&2"), step
