@@ -326,19 +326,20 @@ def test_no_migrate_refuses_a_schema_it_cannot_run_on(tmp_path: Path) -> None:
 
     database_url = f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
     env = clean_env(TUCANO_DATABASE_URL=database_url)
-    for command in (("serve", "--no-migrate"), ("worker", "--no-migrate")):
+    # (serve on port 0: the port is checked first, and 8000 may be another process's.)
+    for command in (("serve", "--no-migrate", "--port", "0"), ("worker", "--no-migrate")):
         missing = run_tucano(*command, cwd=tmp_path, env=env)
         assert missing.returncode == 2, missing
         assert "old.db does not exist: run `tucano migrate`" in said(missing)
         assert not (tmp_path / "old.db").exists()
     (tmp_path / "old.db").touch()  # there, but empty
-    for command in (("serve", "--no-migrate"), ("worker", "--no-migrate")):
+    for command in (("serve", "--no-migrate", "--port", "0"), ("worker", "--no-migrate")):
         empty = run_tucano(*command, cwd=tmp_path, env=env)
         assert empty.returncode == 2, empty
         assert said(empty) == "tucano: the database has no schema yet: run `tucano migrate` first\n"
     upgrade(database_url, "0008_previous_secrets")  # an older release's schema
     for command in (
-        ("serve", "--no-migrate"),
+        ("serve", "--no-migrate", "--port", "0"),
         ("worker", "--no-migrate"),
         ("clients", "create", "--customer-id", "1", "--no-migrate"),
     ):
@@ -347,7 +348,7 @@ def test_no_migrate_refuses_a_schema_it_cannot_run_on(tmp_path: Path) -> None:
         assert "this release needs" in older.stderr and "run `tucano migrate` first" in older.stderr
     assert run_tucano("migrate", cwd=tmp_path, env=env).returncode == 0
     _set_revision(tmp_path / "old.db", "0099_from_a_later_release")
-    for command in (("serve", "--no-migrate"), ("migrate",)):
+    for command in (("serve", "--no-migrate", "--port", "0"), ("migrate",)):
         newer = run_tucano(*command, cwd=tmp_path, env=env)
         assert newer.returncode == 2, newer
         assert said(newer).startswith(
@@ -364,7 +365,7 @@ def _set_revision(path: Path, revision: str) -> None:
 
 def test_an_unreachable_database_is_one_line(tmp_path: Path) -> None:
     env = clean_env(TUCANO_DATABASE_URL="postgresql+asyncpg://postgres@127.0.0.1:1/nodb")
-    for command in (("serve", "--no-migrate"), ("worker",)):
+    for command in (("serve", "--no-migrate", "--port", "0"), ("worker",)):
         result = run_tucano(*command, cwd=tmp_path, env=env)
         assert result.returncode == 2, result
         assert said(result).startswith("tucano: could not reach the database: ")
