@@ -474,7 +474,7 @@ def test_customers_set_and_show_a_merchant_profile_the_checkout_then_shows(
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--pix-key", "not-a-key"], "--pix-key"),
+        (["--pix-key", "not-a-key"], "--pix-key: a Pix key must be"),
         (["--mcc", "12"], "--mcc"),
         (["--pix-key", "52998224725", "--clear-pix-key"], "not both"),
     ],
@@ -500,6 +500,7 @@ def test_version_and_help_read_plainly() -> None:
         ("serve", "--help"),
         ("clients", "create", "--help"),
         ("clients", "list", "--help"),
+        ("clients", "revoke", "--help"),
         ("customers", "set", "--help"),
     ):
         shown = run_tucano(*command, cwd=Path.cwd(), env=clean_env(COLUMNS="80"))
@@ -551,7 +552,10 @@ def test_a_command_on_a_database_that_is_not_there_makes_none(tmp_path: Path) ->
     [
         (["--customer-id", "1", "--customer-id", "2"], "--customer-id is given more than once"),
         (["--customer-id=1", "--customer-id", "2"], "--customer-id is given more than once"),
-        (["--customer-id", "1", "--migrate", "--no-migrate"], "--migrate is given more than once"),
+        (
+            ["--customer-id", "1", "--migrate", "--no-migrate"],
+            "--migrate/--no-migrate is given more than once",
+        ),
         (["--customer-id", "1", "--name", ""], "--name must not be empty"),
         (["--customer-id", "1", "--name", "   "], "--name must not be empty"),
     ],

@@ -433,6 +433,9 @@ async def test_timestamps_amounts_and_health_answers_say_what_they_are(
             2,
         ), (model, field)
         assert "multipleOf" not in amount  # binary-float validators refuse real amounts with it
+    assert schemas["DayTotal"]["properties"]["date"]["format"] == "date"
+    readiness_503 = document["paths"]["/health"]["get"]["responses"]["503"]
+    assert readiness_503["headers"]["Retry-After"] == {"$ref": "#/components/headers/RetryAfter"}
     for path, model in (("/health/live", "Liveness"), ("/health", "Readiness")):
         answer = document["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]
         assert answer["schema"] == {"$ref": f"#/components/schemas/{model}"}

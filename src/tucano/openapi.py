@@ -236,6 +236,11 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
             responses.setdefault("500", unexpected)
             if path not in _WITHOUT_DATABASE:
                 responses.setdefault("503", unavailable)
+                # Every 503 says when to retry, one an operation documents itself too.
+                responses["503"]["headers"] = {
+                    **responses["503"].get("headers", {}),
+                    "Retry-After": {"$ref": "#/components/headers/RetryAfter"},
+                }
             if oauth is not None:
                 for status in ("408", "413", "431", "500", "503"):
                     responses[status] = {**responses[status], "content": oauth}

@@ -61,8 +61,9 @@ def repeated_option(command: Any, args: list[str]) -> str | None:
     single: dict[str, str] = {}
     for parameter in command.params:
         if parameter.param_type_name == "option" and not (parameter.multiple or parameter.count):
+            shown = "/".join((*parameter.opts, *parameter.secondary_opts))
             for name in (*parameter.opts, *parameter.secondary_opts):
-                single[name] = parameter.opts[0]
+                single[name] = shown
     seen: set[str] = set()
     for arg in args[position:]:
         if arg == "--":

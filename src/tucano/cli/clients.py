@@ -149,7 +149,9 @@ def list_clients_command(
 
 @clients_app.command("revoke")
 def revoke_client_command(
-    client_id: Annotated[str, typer.Argument(help="The clientId to revoke (tci_...).")],
+    client_id: Annotated[
+        str, typer.Argument(help="The clientId to revoke (tci_...).", metavar="CLIENT_ID")
+    ],
 ) -> None:
     """Revoke an API client: it gets no more tokens, and the tokens it holds stop working in
     every process within seconds. There is no undoing it: create a new client instead."""

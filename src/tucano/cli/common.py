@@ -104,4 +104,5 @@ def option_problem(error: dict[str, Any]) -> str:
     from tucano.errors import describe_validation_error
 
     option = "--" + str(error["loc"][0]).replace("_", "-")
-    return describe_validation_error({**error, "loc": (option,)})
+    said = describe_validation_error({**error, "loc": (option,)})
+    return f"{option}: {said.removeprefix(option).strip()}"

@@ -207,7 +207,9 @@ class MethodTotal(ApiModel):
 
 
 class DayTotal(ApiModel):
-    date: str = Field(description="A UTC day of creationDate, YYYY-MM-DD.")
+    date: str = Field(
+        description="A UTC day of creationDate, YYYY-MM-DD.", json_schema_extra={"format": "date"}
+    )
     count: int
     amount: MoneyOut
 
