@@ -55,17 +55,18 @@ from pydantic import BaseModel
 from sqlalchemy.engine import make_url
 from tests.databases import create_scratch_database, drop_scratch_database
 
-from tucano import wire
-from tucano.clock import clock
 from tucano.config import Settings
-from tucano.db import Database, connect_asyncpg
+from tucano.core import json_codec
+from tucano.core.clock import clock
+from tucano.db.database import Database
+from tucano.db.engines import connect_asyncpg
 from tucano.deliveries import service
 from tucano.deliveries.worker import DeliveryWorker
+from tucano.events.samples import sample_payload
+from tucano.events.types import EventType
 from tucano.migrations import upgrade
 from tucano.runtime import tune_garbage_collector
-from tucano.webhooks.events import EventType
 from tucano.webhooks.models import Webhook
-from tucano.webhooks.samples import sample_payload
 from tucano.webhooks.service import new_signing_secret
 from tucano.webhooks.signing import delivery_headers
 
@@ -206,7 +207,7 @@ async def ceiling(receivers: Receivers, events: int, label: str) -> Row:
     secret = new_signing_secret()
     jobs: list[tuple[str, bytes, dict[str, str]]] = []
     for _ in range(events):
-        body = wire.dumps(sample_payload(EventType.PIX_OUTBOUND))
+        body = json_codec.dumps(sample_payload(EventType.PIX_OUTBOUND))
         event_id = "evt_" + secrets.token_hex(16)
         headers = delivery_headers(
             secrets=[secret],
@@ -249,7 +250,7 @@ async def paced_ceiling(receivers: Receivers, rate: float, seconds: float) -> Ro
     the same number of senders; latency runs from the tick that queued a POST to its receipt."""
     secret = new_signing_secret()
     urls = receivers.urls()
-    bodies = [wire.dumps(p) for p in payloads(int(rate / len(urls) * seconds) + 1)]
+    bodies = [json_codec.dumps(p) for p in payloads(int(rate / len(urls) * seconds) + 1)]
     queue: asyncio.Queue[tuple[str, bytes, dict[str, str]]] = asyncio.Queue()
     queued_at: dict[str, float] = {}
     connector = aiohttp.TCPConnector(limit=CONCURRENCY)

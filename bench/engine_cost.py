@@ -52,14 +52,14 @@ from bench.deliveries import (
     publish,
     run,
 )
-from tucano import wire
+from tucano.core import json_codec
 from tucano.deliveries import service
 from tucano.deliveries.models import DeliveryResult
 from tucano.deliveries.sender import Sender, SendResult
 from tucano.deliveries.worker import DeliveryWorker
+from tucano.events.samples import sample_payload
+from tucano.events.types import EventType
 from tucano.runtime import tune_garbage_collector
-from tucano.webhooks.events import EventType
-from tucano.webhooks.samples import sample_payload
 from tucano.webhooks.service import new_signing_secret
 from tucano.webhooks.signing import delivery_headers
 
@@ -108,7 +108,7 @@ async def sender_cost(urls: list[str], posts: int, body: bytes, headers: Headers
 
 
 async def http_costs(receivers: Receivers, posts: int) -> dict[str, float]:
-    body = wire.dumps(sample_payload(EventType.PIX_OUTBOUND))
+    body = json_codec.dumps(sample_payload(EventType.PIX_OUTBOUND))
     headers = delivery_headers(
         secrets=[new_signing_secret()],
         message_id="evt_bench",

@@ -30,7 +30,8 @@ from collections.abc import Awaitable, Callable
 import aiohttp
 
 from bench.served import postgres_url, served
-from tucano.db import Database, connect_asyncpg
+from tucano.db.database import Database
+from tucano.db.engines import connect_asyncpg
 from tucano.payment_links import totals
 
 CUSTOMER_ID = 777

@@ -19,7 +19,7 @@ import os
 
 from bench.payment_links import latency_text, time_requests
 from bench.served import postgres_url, served
-from tucano.db import connect_asyncpg
+from tucano.db.engines import connect_asyncpg
 
 CUSTOMER_ID = 778
 DAYS = 90

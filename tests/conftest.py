@@ -17,7 +17,7 @@ from tests.databases import create_scratch_database, drop_scratch_database
 from tests.helpers import RunningService, start_service
 from tests.receivers import Receiver
 from tucano.config import Settings
-from tucano.db import Database
+from tucano.db.database import Database
 from tucano.migrations import upgrade
 
 POSTGRES_URL = os.environ.get("TUCANO_TEST_DATABASE_URL", "")

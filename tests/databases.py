@@ -7,7 +7,7 @@ import secrets
 
 from sqlalchemy.engine import make_url
 
-from tucano.db import connect_asyncpg
+from tucano.db.engines import connect_asyncpg
 
 
 async def create_scratch_database(base_url: str, prefix: str = "tucano_test") -> str:

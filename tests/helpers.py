@@ -17,7 +17,7 @@ from tucano.app import create_app
 from tucano.auth.service import create_client
 from tucano.auth.tokens import MERCHANT_SCOPES, Scope
 from tucano.config import Settings
-from tucano.db import Database
+from tucano.db.database import Database
 
 # An empty result, exactly as spec 2.2 describes it (default page and size).
 EMPTY_PAGE = {

@@ -15,8 +15,10 @@ from sqlalchemy import make_url, text
 from tests.conftest import POSTGRES_URL, make_settings
 from tests.helpers import RunningService, assert_error_body, start_service
 from tests.payment_links.test_api import create
-from tucano.db import CoalescedLookup, Database, immediate_transaction, run_on_sqlite
-from tucano.errors import ErrorCode
+from tucano.core.errors import ErrorCode
+from tucano.db.coalesced import CoalescedLookup
+from tucano.db.database import Database
+from tucano.db.sqlite_handover import immediate_transaction, run_on_sqlite
 
 needs_postgres = pytest.mark.skipif(not POSTGRES_URL, reason="TUCANO_TEST_DATABASE_URL not set")
 
@@ -231,7 +233,7 @@ async def test_concurrent_first_uses_open_one_pool() -> None:
 async def _terminate_sessions(database_url: str, *, running: str | None = None) -> int:
     """End Tucano's sessions on the database, as an administrator or a failover would (only
     those running a statement like `running`, if given)."""
-    from tucano.db import connect_asyncpg
+    from tucano.db.engines import connect_asyncpg
 
     admin = await connect_asyncpg(database_url)
     try:
@@ -313,7 +315,7 @@ async def test_a_server_out_of_connections_is_a_503_to_retry_not_a_500(
 ) -> None:
     """As when every process together opens more than `max_connections`: here a role allowed
     none, so that each new connection is refused with PostgreSQL's "too many connections"."""
-    from tucano.db import connect_asyncpg
+    from tucano.db.engines import connect_asyncpg
 
     role = "tucano_test_no_connections"
     admin = await connect_asyncpg(private_database.url)
@@ -353,7 +355,7 @@ async def test_a_timeout_the_operator_set_is_a_503_to_retry_not_a_500(
 ) -> None:
     """Operators bound statements on the role or database (`ALTER ROLE tucano SET
     statement_timeout = '30s'`, or `lock_timeout`); one that runs out is a busy database."""
-    from tucano.db import connect_asyncpg
+    from tucano.db.engines import connect_asyncpg
 
     merchant = await postgres_service.merchant()
     created = await create(merchant)
@@ -395,7 +397,7 @@ def test_what_counts_as_the_database_unavailable() -> None:
     import asyncpg
     from sqlalchemy import exc as sa
 
-    from tucano.db import is_database_unavailable
+    from tucano.db.outages import is_database_unavailable
 
     # The server closed the connection as the pool handed it out: the statement was never sent.
     handed_out_closing = asyncpg.InternalClientError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tucano.errors import ErrorCode
+from tucano.core.errors import ErrorCode
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,7 +63,7 @@ def test_the_walk_through_waits_for_the_sandbox_payment_before_listing_paid_link
 
 
 def test_the_readme_names_every_event_type_and_maps_the_events_names_to_the_apis() -> None:
-    from tucano.webhooks.events import EventType
+    from tucano.events.types import EventType
 
     walk = _walk_through()
     listed = re.findall(r"^\| `([A-Z_]+)` \| [^|]+ \| [^|]+ \|$", walk, re.M)

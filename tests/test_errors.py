@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.helpers import Merchant, RunningService, assert_error_body
-from tucano.errors import ErrorCode
+from tucano.core.errors import ErrorCode
 
 
 @pytest.fixture

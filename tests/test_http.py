@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tucano.http import preferred_media_type
+from tucano.api.dependencies import preferred_media_type
 
 OFFERED = ["application/json", "text/csv"]
 

@@ -9,7 +9,7 @@ import time
 import pytest
 import structlog
 
-from tucano.logs import (
+from tucano.core.logs import (
     LONGEST_LOGGED_TEXT,
     LONGEST_LOGGED_TRACEBACK,
     REDACTED,
@@ -142,7 +142,7 @@ def test_secrets_and_card_numbers_are_masked_whatever_is_next_to_them() -> None:
 def test_no_text_makes_the_scrubber_slow(unit: str) -> None:
     # A path is logged on every request, before authentication: a pattern that backtracks
     # (quadratic on "-eyJ-eyJ...": 2 s for 64 KB) would let anyone stall the process.
-    from tucano.logs import _CARD_NUMBER, _JWT_CANDIDATE, _SECRET_VALUE, _UUID, _mask_jwt
+    from tucano.core.logs import _CARD_NUMBER, _JWT_CANDIDATE, _SECRET_VALUE, _UUID, _mask_jwt
 
     text = unit * 50_000  # 200 KB or more: quadratic takes about 20 s, linear milliseconds
     started = time.perf_counter()

@@ -22,7 +22,7 @@ from sqlalchemy.pool import NullPool
 from tests.conftest import POSTGRES_URL, _database_params, fresh_database_url
 from tests.databases import drop_scratch_database
 from tucano.migrations import downgrade, upgrade
-from tucano.models import metadata
+from tucano.migrations.registry import metadata
 from tucano.webhooks.signing import signing_secrets
 
 

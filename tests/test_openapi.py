@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import make_settings
 from tests.helpers import RunningService, start_service
-from tucano.db import Database
+from tucano.db.database import Database
 
 EXPECTED_OPERATIONS = {
     ("post", "/oauth/v1/token"),

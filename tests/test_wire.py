@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter
 
-from tucano.wire import RangeEnd, RangeStart, range_is_reversed
+from tucano.api.wire import RangeEnd, RangeStart, range_is_reversed
 
 
 def reversed_as_sent(start: str, end: str) -> bool:

@@ -12,27 +12,28 @@ from sqlalchemy import text
 from starlette.responses import Response
 
 import tucano
+from tucano.api.dependencies import error_responses
+from tucano.api.docs_pages import OPENAPI_URL, add_docs
+from tucano.api.edge import EdgeMiddleware
+from tucano.api.errors import error_response, install_error_handlers
+from tucano.api.wire import ApiModel, json_response
 from tucano.auth.router import router as auth_router
 from tucano.auth.service import RevokedClients, resolve_secret_key
 from tucano.auth.tokens import derive_key
-from tucano.background import run_background
 from tucano.checkout.card_processor import CardProcessorError, load_card_processor
 from tucano.checkout.csrf import KEY_PURPOSE as CSRF_KEY_PURPOSE
 from tucano.checkout.rendering import CheckoutHeaders
 from tucano.checkout.router import router as checkout_router
 from tucano.config import ConfigurationError, Environment, Settings, load_settings
-from tucano.db import Database
+from tucano.core.errors import ErrorCode
+from tucano.db.database import Database
 from tucano.deliveries.router import internal_router as events_router
 from tucano.deliveries.router import router as deliveries_router
-from tucano.docs_pages import OPENAPI_URL, add_docs
-from tucano.edge import EdgeMiddleware
-from tucano.errors import ErrorCode, error_response, install_error_handlers
-from tucano.http import error_responses
+from tucano.jobs import run_background
 from tucano.openapi import document_deliveries, openapi_document, operation_id
 from tucano.payment_links.checkout_tokens import KEY_PURPOSE as CHECKOUT_KEY_PURPOSE
 from tucano.payment_links.router import router as payment_links_router
 from tucano.webhooks.router import router as webhooks_router
-from tucano.wire import ApiModel, json_response
 
 DESCRIPTION = """\
 Tucano is a payments API for Brazil.

@@ -16,14 +16,14 @@ from collections.abc import Sequence
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tucano.clock import clock
+from tucano.core.clock import clock
+from tucano.core.money import to_cents
 from tucano.deliveries import service as deliveries
-from tucano.money import to_cents
+from tucano.events.payloads import PixQrInbound
+from tucano.events.types import EventType
 from tucano.payment_links import service as links
 from tucano.payment_links.models import Payment
 from tucano.payment_links.schemas import METHOD_PIX, status_at
-from tucano.webhooks.events import EventType
-from tucano.webhooks.payloads import PixQrInbound
 
 log = structlog.get_logger("tucano.pix")
 

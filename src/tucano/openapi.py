@@ -13,11 +13,11 @@ from fastapi.routing import APIRoute
 from fastapi.utils import generate_unique_id
 from starlette.responses import Response
 
-from tucano.errors import ErrorBody
-from tucano.http import REQUIRED_TRANSACTION_ID_DESCRIPTION
+from tucano.api.dependencies import REQUIRED_TRANSACTION_ID_DESCRIPTION
+from tucano.api.errors import ErrorBody
+from tucano.events.payloads import PAYLOAD_MODELS
+from tucano.events.types import EventType
 from tucano.payment_links.service import SORTABLE
-from tucano.webhooks.events import EventType
-from tucano.webhooks.payloads import PAYLOAD_MODELS
 from tucano.webhooks.schemas import MAX_ID
 
 # Every operation's id, part of the interface: generated clients name their methods after them

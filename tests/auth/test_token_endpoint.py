@@ -14,8 +14,8 @@ import pytest
 from tests.conftest import TEST_SECRET_KEY
 from tests.helpers import RunningService, assert_error_body
 from tucano.auth.tokens import Principal, Scope, derive_key, encode_access_token
-from tucano.clock import clock
-from tucano.errors import ErrorCode
+from tucano.core.clock import clock
+from tucano.core.errors import ErrorCode
 
 TOKEN = "/oauth/v1/token"
 

@@ -18,7 +18,7 @@ from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page, 
 
 from tests.conftest import DELIVERY_SETTINGS, make_settings
 from tests.helpers import RunningService, start_service
-from tucano.db import Database
+from tucano.db.database import Database
 from tucano.migrations import upgrade
 
 CHROMIUM = os.environ.get("TUCANO_TEST_BROWSER") or shutil.which("chromium") or ""

@@ -18,7 +18,7 @@ from tests.checkout.support import APPROVED_VISA, DECLINED, INSUFFICIENT_FUNDS, 
 from tests.helpers import Merchant, RunningService
 from tests.payment_links.test_api import BASE, create, tx
 from tests.receivers import Receiver
-from tucano.clock import clock
+from tucano.core.clock import clock
 
 
 def address(shop: RunningService, link: dict[str, Any]) -> str:

@@ -30,10 +30,10 @@ from tests.conftest import make_settings
 from tests.helpers import Merchant, RunningService, assert_error_body, start_service
 from tests.payment_links.test_api import BASE, create, tx
 from tucano.checkout.models import CardAttempt
-from tucano.clock import clock
-from tucano.db import Database
+from tucano.core.clock import clock
+from tucano.core.errors import ErrorCode
+from tucano.db.database import Database
 from tucano.deliveries.models import Event
-from tucano.errors import ErrorCode
 from tucano.payment_links.models import Payment, PaymentLink
 
 

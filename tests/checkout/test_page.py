@@ -18,9 +18,9 @@ from tests.helpers import Merchant, RunningService, assert_error_body, start_ser
 from tests.payment_links.test_api import create
 from tests.payment_links.test_payments import pay
 from tucano.checkout.rendering import brl
-from tucano.clock import clock
-from tucano.db import Database
-from tucano.errors import ErrorCode
+from tucano.core.clock import clock
+from tucano.core.errors import ErrorCode
+from tucano.db.database import Database
 from tucano.payment_links.schemas import METHOD_CARD, METHOD_PIX
 
 BROWSER = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}

@@ -24,11 +24,11 @@ from tucano.auth.tokens import Scope
 from tucano.brazil.brcode import has_valid_crc, parse_tlv
 from tucano.brazil.pix import SANDBOX_ISPB, new_end_to_end_id
 from tucano.brazil.pix_keys import sandbox_pix_key
-from tucano.clock import clock
+from tucano.core.clock import clock
+from tucano.core.errors import ErrorCode
 from tucano.customers.schemas import MerchantProfileInput
 from tucano.customers.service import set_profile
 from tucano.deliveries.models import Event
-from tucano.errors import ErrorCode
 
 
 @pytest.fixture

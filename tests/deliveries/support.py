@@ -10,7 +10,7 @@ from typing import Any
 
 from tests.helpers import Merchant
 from tests.receivers import Receiver
-from tucano import wire
+from tucano.core import json_codec
 
 
 async def register(
@@ -61,7 +61,7 @@ async def publish(
     }
     response = await publisher.post(
         "/internal/v1/events",
-        content=wire.dumps(body),
+        content=json_codec.dumps(body),
         headers={"content-type": "application/json"},
     )
     assert response.status_code == 202, response.text

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import make_settings
-from tucano.clock import clock
-from tucano.db import Database
+from tucano.core.clock import clock
+from tucano.db.database import Database
 from tucano.deliveries import service
 from tucano.deliveries.service import Claim, ClaimedDelivery
 from tucano.deliveries.wakeup import WebhookChange

@@ -23,12 +23,12 @@ from tests.deliveries.support import (
 )
 from tests.helpers import EMPTY_PAGE, Merchant, RunningService, assert_error_body
 from tests.receivers import Receiver, always, failing_then_ok, hanging
-from tucano import wire
+from tucano.core import json_codec
+from tucano.core.errors import ErrorCode
 from tucano.deliveries import worker as worker_module
-from tucano.errors import ErrorCode
-from tucano.webhooks.events import EventType
-from tucano.webhooks.payloads import PAYLOAD_MODELS
-from tucano.webhooks.samples import sample_payload
+from tucano.events.payloads import PAYLOAD_MODELS
+from tucano.events.samples import sample_payload
+from tucano.events.types import EventType
 
 RESULT_FIELDS = {
     "resultId",
@@ -343,7 +343,7 @@ async def test_the_events_endpoint_validates_payloads(
     assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
     response = await publisher.post(
         "/internal/v1/events",
-        content=wire.dumps(
+        content=json_codec.dumps(
             {"eventType": "PIX_OUTBOUND", "customerId": merchant.customer_id, "payload": bad}
         ),
         headers={"content-type": "application/json"},
@@ -361,7 +361,7 @@ async def test_the_events_endpoint_validates_payloads(
     with_card = pix_outbound(card={"number": "4111 1111 1111 1111"})
     response = await publisher.post(
         "/internal/v1/events",
-        content=wire.dumps(
+        content=json_codec.dumps(
             {"eventType": "PIX_OUTBOUND", "customerId": merchant.customer_id, "payload": with_card}
         ),
         headers={"content-type": "application/json"},
@@ -411,7 +411,7 @@ async def test_a_pix_qr_refund_and_only_a_refund_names_its_devolution(
     payload.update(type=kind, devolutionEndToEndId=devolution, status="REFUNDED")
     response = await publisher.post(
         "/internal/v1/events",
-        content=wire.dumps(
+        content=json_codec.dumps(
             {"eventType": "PIX_QR_INBOUND", "customerId": merchant.customer_id, "payload": payload}
         ),
         headers={"content-type": "application/json"},
@@ -440,7 +440,7 @@ async def test_an_event_date_is_iso_8601_text_that_utc_can_hold(
 ) -> None:
     response = await publisher.post(
         "/internal/v1/events",
-        content=wire.dumps(
+        content=json_codec.dumps(
             {
                 "eventType": "PIX_OUTBOUND",
                 "customerId": merchant.customer_id,
@@ -533,7 +533,7 @@ async def test_results_filter_and_page_newest_first(
     card = await register(merchant, receiver, "/card", event_type="CARD_CHARGEBACK")
     for _ in range(3):
         await publish(publisher, merchant.customer_id)
-    chargeback = json.loads(wire.dumps(sample_payload(EventType.CARD_CHARGEBACK)))
+    chargeback = json.loads(json_codec.dumps(sample_payload(EventType.CARD_CHARGEBACK)))
     await publish(publisher, merchant.customer_id, chargeback, event_type="CARD_CHARGEBACK")
     await results_for(merchant, 3, webhookId=pix["webhookId"])
     await results_for(merchant, 3, webhookId=card["webhookId"])
@@ -828,7 +828,7 @@ async def test_publishing_while_webhooks_are_deleted_never_fails(
         while not stop.is_set():
             response = await publisher.post(
                 "/internal/v1/events",
-                content=wire.dumps(
+                content=json_codec.dumps(
                     {
                         "eventType": "PIX_OUTBOUND",
                         "customerId": merchant.customer_id,

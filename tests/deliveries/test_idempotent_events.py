@@ -16,15 +16,15 @@ from sqlalchemy import select
 from tests.deliveries.support import pix_outbound, register, results_for
 from tests.helpers import Merchant, RunningService, assert_error_body
 from tests.receivers import Receiver
-from tucano import wire
 from tucano.auth.tokens import Scope
-from tucano.clock import clock
-from tucano.db import Database
+from tucano.core import json_codec
+from tucano.core.clock import clock
+from tucano.core.errors import AppError, ErrorCode
+from tucano.db.database import Database
 from tucano.deliveries import service
 from tucano.deliveries.models import EventIdempotencyKey
-from tucano.errors import AppError, ErrorCode
-from tucano.webhooks.events import EventType
-from tucano.webhooks.payloads import PAYLOAD_MODELS
+from tucano.events.payloads import PAYLOAD_MODELS
+from tucano.events.types import EventType
 
 
 async def post_event(
@@ -38,7 +38,9 @@ async def post_event(
         "customerId": customer_id,
         "payload": pix_outbound(**payload),
     }
-    return await publisher.post("/internal/v1/events", content=wire.dumps(body), headers=headers)
+    return await publisher.post(
+        "/internal/v1/events", content=json_codec.dumps(body), headers=headers
+    )
 
 
 async def test_a_retried_publication_is_one_event(
@@ -128,7 +130,9 @@ async def test_a_key_that_is_not_visible_ascii_is_a_400(
         "customerId": merchant.customer_id,
         "payload": pix_outbound(),
     }
-    answer = await publisher.post("/internal/v1/events", content=wire.dumps(body), headers=headers)
+    answer = await publisher.post(
+        "/internal/v1/events", content=json_codec.dumps(body), headers=headers
+    )
     body = assert_error_body(answer, 400, ErrorCode.INVALID_PARAMETERS)
     assert body["errors"][0].startswith("Idempotency-Key must ")
     if key in ("two words", "ção".encode()):  # said in our words, not the validator's
@@ -143,7 +147,7 @@ async def test_two_keys_in_one_request_are_a_400(merchant: Merchant, publisher: 
     }
     answer = await publisher.service.http.post(
         "/internal/v1/events",
-        content=wire.dumps(body),
+        content=json_codec.dumps(body),
         headers=[
             *publisher.headers.items(),
             ("content-type", "application/json"),

@@ -12,16 +12,17 @@ import pytest
 from sqlalchemy import func, select
 
 from tests.helpers import new_customer_id
-from tucano import wire
-from tucano.clock import clock
-from tucano.db import Database, connect_asyncpg
+from tucano.api.pagination import PageRequest
+from tucano.core import json_codec
+from tucano.core.clock import clock
+from tucano.db.database import Database
+from tucano.db.engines import connect_asyncpg
 from tucano.deliveries import service
 from tucano.deliveries.models import Delivery, DeliveryResult, Event, ResultStatus
-from tucano.pagination import PageRequest
+from tucano.events.samples import sample_payload
+from tucano.events.types import EventType
 from tucano.webhooks import service as webhooks
-from tucano.webhooks.events import EventType
 from tucano.webhooks.models import Webhook
-from tucano.webhooks.samples import sample_payload
 
 LEASE = timedelta(seconds=30)
 
@@ -534,7 +535,7 @@ async def test_pruning_removes_old_history_only(private_database: Database) -> N
 def test_money_in_payloads_keeps_two_decimals() -> None:
     payload = sample_payload(EventType.CARD_PAYMENT_INBOUND)
     payload.amount = Decimal("10.50")  # type: ignore[attr-defined]
-    assert b'"amount":10.50' in wire.dumps(payload)
+    assert b'"amount":10.50' in json_codec.dumps(payload)
 
 
 async def test_a_webhook_with_a_large_backlog_can_still_be_deleted(

@@ -12,8 +12,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from tests.conftest import make_settings
-from tucano.clock import clock
-from tucano.db import Database
+from tucano.core.clock import clock
+from tucano.db.database import Database
 from tucano.deliveries import service, worker
 from tucano.deliveries.models import ResultStatus
 from tucano.deliveries.worker import DeliveryWorker

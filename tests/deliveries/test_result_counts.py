@@ -12,13 +12,13 @@ import pytest
 from sqlalchemy import func, select
 
 from tests.deliveries.test_outbox import add_webhook
-from tucano.db import Database
+from tucano.api.pagination import PageRequest
+from tucano.db.database import Database
 from tucano.deliveries import result_counts, service
 from tucano.deliveries.models import DeliveryResult
 from tucano.deliveries.service import ClaimedDelivery, Outcome, ResultFilters
-from tucano.pagination import PageRequest
-from tucano.webhooks.events import EventType
-from tucano.webhooks.samples import sample_payload
+from tucano.events.samples import sample_payload
+from tucano.events.types import EventType
 
 START = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
 TYPES = [EventType.PIX_OUTBOUND, EventType.CARD_CHARGEBACK]

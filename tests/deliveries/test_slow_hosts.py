@@ -15,7 +15,7 @@ from tests.deliveries.support import eventually, publish, register
 from tests.helpers import RunningService, start_service
 from tests.receivers import Receiver, hanging
 from tucano.auth.tokens import Scope
-from tucano.db import Database
+from tucano.db.database import Database
 
 CONCURRENCY = 8
 PER_TARGET = 2

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from tests.conftest import POSTGRES_URL
-from tucano.db import connect_asyncpg
+from tucano.db.engines import connect_asyncpg
 from tucano.deliveries.wakeup import (
     NOTIFY_CHANNEL,
     WebhookChange,

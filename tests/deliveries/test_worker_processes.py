@@ -23,8 +23,8 @@ from tests.databases import create_scratch_database, drop_scratch_database
 from tests.deliveries.support import eventually, pix_outbound
 from tests.processes import ServeProcess, clean_env, run_tucano, start_serve, start_worker
 from tests.receivers import Receiver, hanging
-from tucano import wire
-from tucano.db import connect_asyncpg
+from tucano.core import json_codec
+from tucano.db.engines import connect_asyncpg
 
 
 @dataclass
@@ -43,7 +43,7 @@ class Deployment:
         async def one() -> str:
             response = await self.http.post(
                 "/internal/v1/events",
-                content=wire.dumps(
+                content=json_codec.dumps(
                     {
                         "eventType": "PIX_OUTBOUND",
                         "customerId": self.customer_id,

@@ -15,11 +15,11 @@ import pytest
 from sqlalchemy import text
 
 from tests.helpers import EMPTY_PAGE, Merchant, RunningService, assert_error_body
-from tucano import wire
 from tucano.auth.tokens import Scope, derive_key
-from tucano.clock import clock
-from tucano.db import Database
-from tucano.errors import ErrorCode
+from tucano.core import json_codec
+from tucano.core.clock import clock
+from tucano.core.errors import ErrorCode
+from tucano.db.database import Database
 from tucano.payment_links import service as links_service
 from tucano.payment_links.checkout_tokens import verify_checkout_token
 
@@ -67,7 +67,7 @@ async def post_link(
 ) -> Any:
     return await merchant.post(
         BASE,
-        content=wire.dumps(body),
+        content=json_codec.dumps(body),
         headers={"content-type": "application/json", **(headers if headers is not None else tx())},
     )
 
@@ -873,7 +873,7 @@ async def test_a_repeated_transaction_id_header_is_refused(merchant: Merchant) -
     first, second = str(uuid.uuid4()), str(uuid.uuid4())
     response = await merchant.service.http.post(
         BASE,
-        content=wire.dumps(new_link()),
+        content=json_codec.dumps(new_link()),
         headers=[
             *merchant.headers.items(),
             ("content-type", "application/json"),

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from tucano.money import Money, from_cents, to_cents
+from tucano.core.money import Money, from_cents, to_cents
 from tucano.payment_links.installments import installment_options, split_into_installments
 
 cents = st.integers(min_value=1, max_value=99_999_999_999)

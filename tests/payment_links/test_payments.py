@@ -18,9 +18,9 @@ from tests.helpers import Merchant, RunningService, assert_error_body, start_ser
 from tests.payment_links.test_api import BASE, create, listing, tx, window
 from tests.receivers import Receiver
 from tucano.brazil.pix import is_valid_end_to_end_id
-from tucano.clock import clock
+from tucano.core.clock import clock
+from tucano.core.errors import AppError, ErrorCode
 from tucano.deliveries.models import Event
-from tucano.errors import AppError, ErrorCode
 from tucano.payment_links import service as links
 from tucano.payment_links.models import Payment, PaymentLink
 from tucano.payment_links.schemas import METHOD_CARD, METHOD_PIX

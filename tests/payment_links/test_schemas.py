@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from tucano import wire
 from tucano.app import create_app
-from tucano.money import Money
+from tucano.core import json_codec
+from tucano.core.money import Money
 from tucano.payment_links.schemas import PaymentLinkOut, PaymentView, link_document, status_at
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -69,16 +69,16 @@ def links(draw: st.DrawFn) -> tuple[LinkRow, PaymentView | None]:
 @given(links())
 def test_the_document_is_the_documented_shape(drawn: tuple[LinkRow, PaymentView | None]) -> None:
     link, payment = drawn
-    document = wire.dumps(
+    document = json_codec.dumps(
         link_document(
             link, payment, now=NOW, public_url="https://pay.example", checkout_key=b"k" * 32
         )
     )
     model = PaymentLinkOut.model_validate_json(document)
     # The model renders the very same JSON: no field more, less or spelled otherwise.
-    assert wire.loads(wire.dumps(model)) == wire.loads(document)
+    assert json_codec.loads(json_codec.dumps(model)) == json_codec.loads(document)
     assert model.status.description == status_at(link, NOW)
-    assert model.amount == wire.loads(document)["amount"]
+    assert model.amount == json_codec.loads(document)["amount"]
 
 
 @functools.cache

@@ -12,8 +12,8 @@ from decimal import Decimal
 from sqlalchemy import func, select
 
 from tests.helpers import new_customer_id
-from tucano.clock import clock
-from tucano.db import Database
+from tucano.core.clock import clock
+from tucano.db.database import Database
 from tucano.payment_links import service, totals
 from tucano.payment_links.models import LinkDayChange, Payment, PaymentLink
 from tucano.payment_links.schemas import METHOD_CARD, METHOD_PIX, PaymentLinkCreate, status_at

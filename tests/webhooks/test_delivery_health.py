@@ -12,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.helpers import new_customer_id
-from tucano.clock import clock
-from tucano.db import Database, connect_asyncpg
+from tucano.core.clock import clock
+from tucano.db.database import Database
+from tucano.db.engines import connect_asyncpg
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.models import ResultStatus
 from tucano.deliveries.wakeup import WEBHOOK_CHANNEL, WebhookChange, webhook_changes

@@ -11,10 +11,9 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from tucano import wire
+from tucano.core import json_codec
 from tucano.deliveries.service import NewEvent, publication_fingerprint
-from tucano.webhooks.events import EventType
-from tucano.webhooks.payloads import (
+from tucano.events.payloads import (
     CardChargeback,
     CardRecurringInbound,
     PaymentLinkInbound,
@@ -22,11 +21,12 @@ from tucano.webhooks.payloads import (
     PixQrPartnerInbound,
     published,
 )
+from tucano.events.types import EventType
 
 
 def rendered(model: Any) -> dict[str, Any]:
     """The JSON a delivery of this payload sends, parsed."""
-    return dict(orjson.loads(wire.dumps(published(model))))
+    return dict(orjson.loads(json_codec.dumps(published(model))))
 
 
 def pix_qr(**changes: Any) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def test_money_gets_two_decimals_and_times_utc_with_milliseconds() -> None:
     payload = published(
         PixQrInbound.model_validate(pix_qr(amount="7", paymentDate="2026-01-15T07:30:00-03:00"))
     )
-    text = wire.dumps(payload)
+    text = json_codec.dumps(payload)
     assert b'"amount":7.00' in text
     assert b'"paymentDate":"2026-01-15T10:30:00.000Z"' in text
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import EMPTY_PAGE, Merchant, RunningService, assert_error_body
 from tucano.auth.tokens import Scope
-from tucano.errors import ErrorCode
+from tucano.core.errors import ErrorCode
 
 EVENT_TYPES = [
     "PIX_OUTBOUND",

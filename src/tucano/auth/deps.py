@@ -7,10 +7,10 @@ from typing import Annotated
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from tucano.api.dependencies import refuse_repeated_query_parameters
 from tucano.auth.tokens import InvalidToken, Principal, Scope, decode_access_token
-from tucano.clock import clock
-from tucano.errors import Forbidden, Unauthenticated
-from tucano.http import refuse_repeated_query_parameters
+from tucano.core.clock import clock
+from tucano.core.errors import Forbidden, Unauthenticated
 
 bearer_scheme = HTTPBearer(
     auto_error=False,

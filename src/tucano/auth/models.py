@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from tucano.db import NEVER_REUSED_IDS, Base, BigIntPK, UTCDateTime
+from tucano.db.base import NEVER_REUSED_IDS, Base, BigIntPK, UTCDateTime
 
 
 class ApiClient(Base):

@@ -13,13 +13,13 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
+from tucano.api.dependencies import unsupported_content_encoding
+from tucano.api.sessions import ReadSessionDep
+from tucano.api.wire import json_response
 from tucano.auth.schemas import TOKEN_REQUEST_BODY, OAuthError, TokenResponse
 from tucano.auth.service import authenticate_client, parse_scopes
 from tucano.auth.tokens import Principal, encode_access_token
-from tucano.clock import clock
-from tucano.db import ReadSessionDep
-from tucano.http import unsupported_content_encoding
-from tucano.wire import json_response
+from tucano.core.clock import clock
 
 router = APIRouter(prefix="/oauth/v1", tags=["authentication"])
 

@@ -15,13 +15,13 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from tucano.api.errors import exception_summary
 from tucano.auth.models import ApiClient, InstanceSecret
 from tucano.auth.tokens import MERCHANT_SCOPES, Scope
-from tucano.card_numbers import shown
-from tucano.clock import clock
 from tucano.config import Settings
-from tucano.db import Database
-from tucano.errors import exception_summary
+from tucano.core.card_numbers import redact_card_numbers
+from tucano.core.clock import clock
+from tucano.db.database import Database
 
 _SECRET_KEY_NAME = "secret_key"  # noqa: S105 - the row name, not a secret
 # Compared against when the client id is unknown, so a miss costs the same as a wrong secret.
@@ -41,7 +41,9 @@ def parse_scopes(requested: Iterable[str]) -> tuple[Scope, ...]:
     for name in requested:
         for part in name.split():
             if part not in known:
-                raise ValueError(f"unknown scope {shown(part)!r}; known: {', '.join(known)}")
+                raise ValueError(
+                    f"unknown scope {redact_card_numbers(part)!r}; known: {', '.join(known)}"
+                )
             if known[part] not in result:
                 result.append(known[part])
     if not result:

@@ -28,8 +28,8 @@ from tucano.checkout.card_processor import (
 )
 from tucano.checkout.cards import CardDetails
 from tucano.checkout.models import CardAttempt
-from tucano.clock import clock
-from tucano.db import Database
+from tucano.core.clock import clock
+from tucano.db.database import Database
 from tucano.payment_links import service as links
 from tucano.payment_links.installments import split_into_installments
 from tucano.payment_links.models import Payment, PaymentLink

@@ -12,7 +12,7 @@ from fastapi import Request
 
 from tucano.checkout import csrf
 from tucano.checkout.cards import CARD_FIELDS
-from tucano.errors import AppError, BadRequest, ErrorCode
+from tucano.core.errors import AppError, BadRequest, ErrorCode
 
 FORM_TYPE = "application/x-www-form-urlencoded"
 _FIELDS = frozenset({csrf.FIELD, "installments", *CARD_FIELDS})

@@ -11,7 +11,7 @@ import segno
 from tucano.checkout.cards import CardProblem, security_code_lengths
 from tucano.checkout.service import Checkout
 from tucano.checkout.texts import TEXTS, Language, hour, moment, money
-from tucano.money import from_cents
+from tucano.core.money import from_cents
 from tucano.payment_links.installments import installment_options, split_into_installments
 from tucano.payment_links.schemas import METHOD_PIX
 

@@ -16,13 +16,14 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tucano.api.dependencies import preferred_media_type
+from tucano.api.errors import error_response, transaction_id_of
 from tucano.checkout import csrf
 from tucano.checkout.page import CardForm, page_context
 from tucano.checkout.service import Checkout
 from tucano.checkout.texts import TEXTS, Language, preferred_language
-from tucano.clock import clock
-from tucano.errors import AppError, ErrorCode, error_response, transaction_id_of
-from tucano.http import preferred_media_type
+from tucano.core.clock import clock
+from tucano.core.errors import AppError, ErrorCode
 
 _templates = Environment(
     loader=PackageLoader("tucano.checkout", "templates"),

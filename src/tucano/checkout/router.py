@@ -17,6 +17,8 @@ from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano import flows
+from tucano.api.sessions import ReadSessionDep
+from tucano.api.wire import json_response, parse_uuid
 from tucano.brazil.pix import SANDBOX_ISPB, new_end_to_end_id
 from tucano.checkout import card_payments
 from tucano.checkout import service as checkouts
@@ -45,14 +47,12 @@ from tucano.checkout.rendering import (
 )
 from tucano.checkout.service import NOT_A_CHECKOUT, Checkout
 from tucano.checkout.texts import TEXTS, Language, hour
-from tucano.clock import clock, format_utc
-from tucano.db import ReadSessionDep
+from tucano.core.clock import clock, format_utc
+from tucano.core.errors import AppError, ErrorCode
+from tucano.core.money import from_cents
 from tucano.deliveries.service import NewEvent
-from tucano.errors import AppError, ErrorCode
-from tucano.money import from_cents
-from tucano.webhooks.events import EventType
-from tucano.webhooks.payloads import Party, PixQrInbound
-from tucano.wire import json_response, parse_uuid
+from tucano.events.payloads import Party, PixQrInbound
+from tucano.events.types import EventType
 
 router = APIRouter(tags=["checkout"])
 

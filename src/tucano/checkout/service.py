@@ -13,10 +13,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from tucano.brazil.brcode import build_br_code
 from tucano.checkout.card_payments import approved_attempt, card_lock
 from tucano.checkout.models import CardAttempt
+from tucano.core.errors import AppError, ErrorCode
+from tucano.core.money import from_cents
 from tucano.customers import service as customers
 from tucano.customers.service import Merchant
-from tucano.errors import AppError, ErrorCode
-from tucano.money import from_cents
 from tucano.payment_links import service as links
 from tucano.payment_links.checkout_tokens import (
     ExpiredCheckoutToken,

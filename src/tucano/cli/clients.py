@@ -60,7 +60,7 @@ def create_client_command(
     """Create an API client and print its credentials once, as one JSON object."""
     from tucano.auth.service import create_client, parse_scopes
     from tucano.auth.tokens import MERCHANT_SCOPES
-    from tucano.db import Database
+    from tucano.db.database import Database
 
     if name is not None and not name.strip():
         fail("--name must not be empty (leave it out for no label)")
@@ -97,10 +97,8 @@ def create_client_command(
     typer.echo(json.dumps(run_on_database(run)))
 
 
-
-
 def client_summary(client: ApiClient) -> dict[str, object]:
-    from tucano.clock import format_utc
+    from tucano.core.clock import format_utc
 
     return {
         "clientId": client.client_id,
@@ -128,7 +126,7 @@ def list_clients_command(
 ) -> None:
     """Print every API client (secrets are not kept), oldest first, one JSON object a line."""
     from tucano.auth.service import list_clients
-    from tucano.db import Database
+    from tucano.db.database import Database
 
     settings = settings_or_fail()
     prepare_database(settings, migrate=False)
@@ -156,8 +154,8 @@ def revoke_client_command(
     """Revoke an API client: it gets no more tokens, and the tokens it holds stop working in
     every process within seconds. There is no undoing it: create a new client instead."""
     from tucano.auth.service import revoke_client
-    from tucano.clock import clock
-    from tucano.db import Database
+    from tucano.core.clock import clock
+    from tucano.db.database import Database
 
     settings = settings_or_fail()
     prepare_database(settings, migrate=False)
@@ -176,5 +174,3 @@ def revoke_client_command(
     if revoked is None:
         fail(f"no API client has the id {client_id!r}")
     typer.echo(json.dumps(revoked))
-
-

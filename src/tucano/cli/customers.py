@@ -64,10 +64,10 @@ def set_customer_command(
     """Create or change a customer's merchant profile and print it as one JSON object."""
     from pydantic import ValidationError
 
-    from tucano.clock import clock
+    from tucano.core.clock import clock
     from tucano.customers.schemas import MerchantProfileInput
     from tucano.customers.service import profile_summary, set_profile
-    from tucano.db import Database
+    from tucano.db.database import Database
 
     if pix_key is not None and clear_pix_key:
         fail("give --pix-key or --clear-pix-key, not both")
@@ -106,7 +106,7 @@ def show_customer_command(
 ) -> None:
     """Print a customer's merchant profile as one JSON object."""
     from tucano.customers.service import get_profile, profile_summary
-    from tucano.db import Database
+    from tucano.db.database import Database
 
     settings = settings_or_fail()
     prepare_database(settings, migrate=False)

@@ -55,7 +55,7 @@ def serve(
     import uvicorn
 
     from tucano.app import create_app
-    from tucano.logs import configure_logging
+    from tucano.core.logs import configure_logging
     from tucano.runtime import raise_open_files_limit, size_resolver_threads, tune_garbage_collector
 
     if not host.strip():
@@ -95,7 +95,7 @@ def worker_command(
     migrate: Annotated[bool, typer.Option(help="Apply pending migrations before starting.")] = True,
 ) -> None:
     """Run only the delivery worker and periodic jobs (for scale-out on PostgreSQL)."""
-    from tucano.logs import configure_logging
+    from tucano.core.logs import configure_logging
     from tucano.runtime import raise_open_files_limit, size_resolver_threads, tune_garbage_collector
 
     settings = settings_or_fail()
@@ -113,8 +113,8 @@ def worker_command(
 
 
 async def _run_worker(settings: Settings) -> None:
-    from tucano.background import run_background
-    from tucano.db import Database
+    from tucano.db.database import Database
+    from tucano.jobs import run_background
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -130,7 +130,7 @@ async def _run_worker(settings: Settings) -> None:
 @processes_app.command("migrate")
 def migrate_command() -> None:
     """Apply pending database migrations (safe to run from several processes at once)."""
-    from tucano.logs import configure_logging
+    from tucano.core.logs import configure_logging
 
     settings = settings_or_fail()
     configure_logging(settings.log_level, log_format=settings.log_format)
@@ -142,5 +142,3 @@ def exit_cleanly_after_sigterm() -> None:
     """uvicorn shuts down gracefully on SIGTERM and then re-raises the signal to the handler that
     was there before it; make that handler a clean exit, so a graceful stop exits with 0."""
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
-
-

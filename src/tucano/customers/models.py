@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from tucano.db import Base, UTCDateTime
+from tucano.db.base import Base, UTCDateTime
 
 
 class MerchantProfile(Base):

@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.brazil.pix_keys import sandbox_pix_key
-from tucano.clock import format_utc
+from tucano.core.clock import format_utc
 from tucano.customers.models import MerchantProfile
 from tucano.customers.schemas import MerchantProfileInput
 

@@ -8,9 +8,16 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from pydantic import ValidationError
 from starlette.responses import Response
 
-from tucano import flows, wire
+from tucano import flows
+from tucano.api.dependencies import JsonContent, error_responses, optional_transaction_id
+from tucano.api.errors import validation_lines
+from tucano.api.pagination import Page, PageParams
+from tucano.api.routing import DecimalJSONRoute
+from tucano.api.sessions import ReadSessionDep, SessionDep
+from tucano.api.wire import RangeEnd, RangeStart, WholeNumber, json_response, range_is_reversed
 from tucano.auth.deps import EventPublisher, WebhookReader, WebhookWriter
-from tucano.db import ReadSessionDep, SessionDep
+from tucano.core import json_codec
+from tucano.core.errors import AppError, BadRequest, ErrorCode
 from tucano.deliveries import service
 from tucano.deliveries.schemas import (
     EventAccepted,
@@ -20,21 +27,10 @@ from tucano.deliveries.schemas import (
     SampleEventRequest,
     WebhookResult,
 )
-from tucano.errors import AppError, BadRequest, ErrorCode, validation_lines
-from tucano.http import JsonContent, error_responses, optional_transaction_id
-from tucano.pagination import Page, PageParams
-from tucano.webhooks.events import EventType
-from tucano.webhooks.payloads import PAYLOAD_MODELS
-from tucano.webhooks.samples import sample_payload
+from tucano.events.payloads import PAYLOAD_MODELS
+from tucano.events.samples import sample_payload
+from tucano.events.types import EventType
 from tucano.webhooks.schemas import MAX_ID, WebhookIdInPath
-from tucano.wire import (
-    DecimalJSONRoute,
-    RangeEnd,
-    RangeStart,
-    WholeNumber,
-    json_response,
-    range_is_reversed,
-)
 
 router = APIRouter(
     prefix="/webhook/v1",
@@ -218,7 +214,7 @@ async def publish_event(
             service.publication_fingerprint(event),
             service.earlier_publication_fingerprint(event),
         ),
-        answer=lambda published: wire.dumps(_accepted(published)),
+        answer=lambda published: json_codec.dumps(_accepted(published)),
         publish=flows.publish_events_paying_links,
     )
     return Response(

@@ -4,10 +4,10 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictInt
 
+from tucano.api.wire import ApiModel, UtcTimestamp
 from tucano.deliveries.models import DeliveryResult
-from tucano.webhooks.events import EventType
+from tucano.events.types import EventType
 from tucano.webhooks.schemas import MAX_ID
-from tucano.wire import ApiModel, UtcTimestamp
 
 ResultStatusName = Literal["SUCCESS", "FAILED", "PENDING_RETRY", "EXHAUSTED"]
 

@@ -39,17 +39,14 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tucano import wire
+from tucano.api.pagination import PageRequest
 from tucano.brazil.documents import normalize_document
-from tucano.clock import clock
-from tucano.db import (
-    Database,
-    call_after_commit,
-    immediate_transaction,
-    in_parts,
-    insert_many,
-    run_on_sqlite,
-)
+from tucano.core import json_codec
+from tucano.core.clock import clock
+from tucano.core.errors import AppError, Conflict, ErrorCode, NotFound
+from tucano.db.bulk import in_parts, insert_many
+from tucano.db.database import Database, call_after_commit
+from tucano.db.sqlite_handover import immediate_transaction, run_on_sqlite
 from tucano.deliveries import result_counts
 from tucano.deliveries.models import (
     FIRST_ATTEMPT_QUEUE,
@@ -62,11 +59,9 @@ from tucano.deliveries.models import (
     ResultStatus,
 )
 from tucano.deliveries.wakeup import NOTIFY_CHANNEL, wakeup
-from tucano.errors import AppError, Conflict, ErrorCode, NotFound
-from tucano.pagination import PageRequest
+from tucano.events.payloads import Payload, published
+from tucano.events.types import EventType
 from tucano.webhooks import service as webhooks
-from tucano.webhooks.events import EventType
-from tucano.webhooks.payloads import Payload, published
 from tucano.webhooks.signing import signing_secrets
 
 log = structlog.get_logger("tucano.deliveries")
@@ -168,7 +163,7 @@ def _event_rows(events: Sequence[NewEvent]) -> list[tuple[str, int, str, str]]:
             new_event_id(),
             e.customer_id,
             e.event_type.value,
-            wire.dumps(published(e.payload)).decode(),
+            json_codec.dumps(published(e.payload)).decode(),
         )
         for e in events
     ]
@@ -289,7 +284,7 @@ class IdempotentPublication:
 
 def publication_fingerprint(event: NewEvent) -> str:
     """The same publication whatever its spelling (10.5 or 10.50, the order of fields)."""
-    canonical = wire.dumps(
+    canonical = json_codec.dumps(
         {
             "eventType": event.event_type.value,
             "customerId": event.customer_id,
@@ -304,7 +299,7 @@ def earlier_publication_fingerprint(event: NewEvent) -> str:
     """publication_fingerprint as releases before 2026-11-24 computed it: every field of the
     payload in the schema's order, as they rewrote it (identifiers as text, documents without
     punctuation, the link's UUID in lower case)."""
-    canonical = wire.dumps(
+    canonical = json_codec.dumps(
         {
             "eventType": event.event_type.value,
             "customerId": event.customer_id,

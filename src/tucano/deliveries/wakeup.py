@@ -22,7 +22,7 @@ from typing import NamedTuple
 import asyncpg
 import structlog
 
-from tucano.db import connect_asyncpg
+from tucano.db.engines import connect_asyncpg
 
 NOTIFY_CHANNEL = "tucano_deliveries"
 WEBHOOK_CHANNEL = "tucano_webhooks"

@@ -38,9 +38,11 @@ from urllib.parse import urlsplit
 
 import structlog
 
-from tucano.clock import clock
+from tucano.api.errors import exception_summary
 from tucano.config import Settings
-from tucano.db import Database, is_database_unavailable
+from tucano.core.clock import clock
+from tucano.db.database import Database
+from tucano.db.outages import is_database_unavailable
 from tucano.deliveries import service
 from tucano.deliveries.models import ResultStatus
 from tucano.deliveries.retry import next_attempt_delay
@@ -52,7 +54,6 @@ from tucano.deliveries.wakeup import (
     wakeup,
     webhook_changes,
 )
-from tucano.errors import exception_summary
 from tucano.runtime import open_files_limit
 from tucano.webhooks.signing import delivery_headers
 

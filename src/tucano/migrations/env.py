@@ -8,7 +8,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-from tucano.models import metadata
+from tucano.migrations.registry import metadata
 
 # Any fixed number: the key of the advisory lock that serialises migrations on PostgreSQL.
 MIGRATION_LOCK_KEY = 0x7C_A0_0001

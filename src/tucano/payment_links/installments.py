@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from tucano.money import from_cents
+from tucano.core.money import from_cents
 
 MAX_INSTALLMENTS = 10
 

@@ -20,7 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from tucano.db import NEVER_REUSED_IDS, Base, BigIntPK, UTCDateTime
+from tucano.db.base import NEVER_REUSED_IDS, Base, BigIntPK, UTCDateTime
 
 # Due sandbox auto-payments (see PaymentLink.autopay_at): the partial index's condition.
 AUTOPAY_DUE = "autopay_at IS NOT NULL"

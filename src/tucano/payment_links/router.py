@@ -11,13 +11,20 @@ from pydantic import BeforeValidator
 from starlette.convertors import StringConvertor, register_url_convertor
 from starlette.responses import Response, StreamingResponse
 
-from tucano import wire
+from tucano.api.dependencies import (
+    JsonContent,
+    RequiredTransactionId,
+    error_responses,
+    preferred_media_type,
+)
+from tucano.api.pagination import Page, PageParams
+from tucano.api.routing import DecimalJSONRoute
+from tucano.api.sessions import ReadSessionDep
+from tucano.api.wire import CanonicalUUID, RangeEnd, RangeStart, json_response, range_is_reversed
 from tucano.auth.deps import PaymentLinkReader, PaymentLinkWriter
-from tucano.clock import clock
-from tucano.db import ReadSessionDep
-from tucano.errors import BadRequest
-from tucano.http import JsonContent, RequiredTransactionId, error_responses, preferred_media_type
-from tucano.pagination import Page, PageParams
+from tucano.core import json_codec
+from tucano.core.clock import clock
+from tucano.core.errors import BadRequest
 from tucano.payment_links import service
 from tucano.payment_links.schemas import (
     PaymentLinkCreate,
@@ -26,14 +33,6 @@ from tucano.payment_links.schemas import (
     PaymentMethod,
     StatusName,
     link_document,
-)
-from tucano.wire import (
-    CanonicalUUID,
-    DecimalJSONRoute,
-    RangeEnd,
-    RangeStart,
-    json_response,
-    range_is_reversed,
 )
 
 
@@ -158,7 +157,7 @@ async def create_payment_link(
             caller.customer_id, transaction_id, service.request_fingerprint(body)
         ),
         link=link,
-        response=wire.dumps(_presenter(request)(link, None)),
+        response=json_codec.dumps(_presenter(request)(link, None)),
     )
     return Response(answer, media_type="application/json")
 
@@ -241,4 +240,6 @@ async def get_payment_link(
     link, payment = await service.read_link(
         request.app.state.database, customer_id=caller.customer_id, link_uuid=link_uuid
     )
-    return Response(wire.dumps(_presenter(request)(link, payment)), media_type="application/json")
+    return Response(
+        json_codec.dumps(_presenter(request)(link, payment)), media_type="application/json"
+    )

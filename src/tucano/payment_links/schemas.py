@@ -10,11 +10,11 @@ from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
 from pydantic import Field, StrictInt, StringConstraints, field_validator
 
+from tucano.api.wire import ApiModel, UtcTimestamp
 from tucano.brazil.documents import parse_registration_number
-from tucano.money import Money, MoneyOut, from_cents
+from tucano.core.money import Money, MoneyOut, from_cents
 from tucano.payment_links.checkout_tokens import issue_checkout_token
 from tucano.payment_links.installments import MAX_INSTALLMENTS, installment_options
-from tucano.wire import ApiModel, UtcTimestamp
 
 StatusName = Literal["CREATED", "PAID", "EXPIRED"]
 STATUS_CODES: dict[str, int] = {"CREATED": 1, "PAID": 2, "EXPIRED": 3}

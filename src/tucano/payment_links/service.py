@@ -37,16 +37,18 @@ from sqlalchemy.dialects.postgresql import asyncpg as postgresql_asyncpg
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tucano import wire
+from tucano.api.pagination import PageRequest
 from tucano.brazil.documents import normalize_document
 from tucano.brazil.pix import SANDBOX_ISPB, new_br_code_txid, new_end_to_end_id
-from tucano.card_numbers import shown
-from tucano.clock import clock, format_utc
-from tucano.db import Database
+from tucano.core import json_codec
+from tucano.core.card_numbers import redact_card_numbers
+from tucano.core.clock import clock, format_utc
+from tucano.core.errors import BadRequest, Conflict, ErrorCode, NotFound
+from tucano.core.money import from_cents, to_cents
+from tucano.db.database import Database
 from tucano.deliveries import service as deliveries
-from tucano.errors import BadRequest, Conflict, ErrorCode, NotFound
-from tucano.money import from_cents, to_cents
-from tucano.pagination import PageRequest
+from tucano.events.payloads import PaymentLinkInbound
+from tucano.events.types import EventType
 from tucano.payment_links import totals
 from tucano.payment_links.installments import split_into_installments
 from tucano.payment_links.models import IdempotencyKey, Payment, PaymentLink
@@ -62,8 +64,6 @@ from tucano.payment_links.schemas import (
     expiration_of,
     status_at,
 )
-from tucano.webhooks.events import EventType
-from tucano.webhooks.payloads import PaymentLinkInbound
 
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
 SORTABLE = {"creationDate", "amount", "payerName", "status"}
@@ -74,7 +74,7 @@ SORTABLE = {"creationDate", "amount", "payerName", "status"}
 
 def request_fingerprint(data: PaymentLinkCreate) -> str:
     """The same request, whatever its spelling (10.5 or 10.50, punctuation in the document)."""
-    canonical = wire.dumps(data.model_dump(mode="python", by_alias=True))
+    canonical = json_codec.dumps(data.model_dump(mode="python", by_alias=True))
     return hashlib.sha256(canonical).hexdigest()
 
 
@@ -496,7 +496,7 @@ def parse_sort(values: Sequence[str], now: datetime, *, dialect: str) -> list[An
         if field not in columns or direction not in ("asc", "desc"):
             raise BadRequest(
                 f"sort must be field,asc or field,desc with field one of "
-                f"{', '.join(sorted(SORTABLE))} (got {shown(value)!r})"
+                f"{', '.join(sorted(SORTABLE))} (got {redact_card_numbers(value)!r})"
             )
         if field in sorted_by:
             # A second term on a field changes nothing, and thousands of them made SQLite

@@ -7,14 +7,16 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
 
+from tucano.api.dependencies import JsonContent, error_responses, optional_transaction_id
+from tucano.api.pagination import Page, PageParams
+from tucano.api.routing import DecimalJSONRoute
+from tucano.api.sessions import ReadSessionDep, SessionDep
+from tucano.api.wire import json_response
 from tucano.auth.deps import WebhookReader, WebhookWriter
-from tucano.clock import clock
-from tucano.db import ReadSessionDep, SessionDep
+from tucano.core.clock import clock
 from tucano.deliveries import service as deliveries
-from tucano.http import JsonContent, error_responses, optional_transaction_id
-from tucano.pagination import Page, PageParams
+from tucano.events.types import EventType
 from tucano.webhooks import service
-from tucano.webhooks.events import EventType
 from tucano.webhooks.schemas import (
     Webhook,
     WebhookCreate,
@@ -24,7 +26,6 @@ from tucano.webhooks.schemas import (
     WebhookSecret,
     WebhookUpdate,
 )
-from tucano.wire import DecimalJSONRoute, json_response
 
 router = APIRouter(
     prefix="/webhook/v1",

@@ -5,12 +5,12 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StrictInt, field_validator
 
-from tucano.errors import ErrorCode, NotFound
-from tucano.webhooks.events import EventType
+from tucano.api.wire import ApiModel, UtcTimestamp, WholeNumber
+from tucano.core.errors import ErrorCode, NotFound
+from tucano.events.types import EventType
 from tucano.webhooks.models import Webhook as WebhookRow
 from tucano.webhooks.signing import previous_secrets
 from tucano.webhooks.url_safety import MAX_URL_LENGTH
-from tucano.wire import ApiModel, UtcTimestamp, WholeNumber
 
 MAX_ID = 2**63 - 1
 

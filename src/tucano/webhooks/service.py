@@ -14,19 +14,21 @@ import orjson
 from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from tucano.api.pagination import PageRequest
 from tucano.auth.tokens import Principal
-from tucano.clock import clock
 from tucano.config import Settings
-from tucano.db import Database, call_after_commit, in_parts, sqlite_time_text
+from tucano.core.clock import clock
+from tucano.core.errors import BadRequest, ErrorCode, NotFound
+from tucano.db.base import sqlite_time_text
+from tucano.db.bulk import in_parts
+from tucano.db.database import Database, call_after_commit
 from tucano.deliveries.wakeup import (
     WEBHOOK_CHANNEL,
     WebhookChange,
     WebhookChanges,
     webhook_changes,
 )
-from tucano.errors import BadRequest, ErrorCode, NotFound
-from tucano.pagination import PageRequest
-from tucano.webhooks.events import EventType
+from tucano.events.types import EventType
 from tucano.webhooks.models import Webhook
 from tucano.webhooks.schemas import WebhookCreate, WebhookUpdate
 from tucano.webhooks.signing import after_rotation

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import orjson
 
-from tucano.clock import format_utc
+from tucano.core.clock import format_utc
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 - a prefix, not a secret
 # How long a secret replaced by a rotation keeps signing beside the new one.

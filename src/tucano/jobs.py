@@ -15,13 +15,14 @@ from dataclasses import dataclass
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tucano.clock import clock
+from tucano.api.errors import exception_summary
 from tucano.config import Settings
-from tucano.db import Database, is_database_unavailable
+from tucano.core.clock import clock
+from tucano.db.database import Database
+from tucano.db.outages import is_database_unavailable
 from tucano.deliveries import result_counts
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.worker import DeliveryWorker
-from tucano.errors import exception_summary
 from tucano.payment_links import service as payment_links
 from tucano.payment_links import totals as payment_link_totals
 from tucano.webhooks import service as webhooks

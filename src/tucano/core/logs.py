@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from tucano.clock import format_utc
+from tucano.core.clock import format_utc
 
 _SECRET_KEYS = re.compile(
     r"secret|token|password|passwd|authorization|api[_-]?key|card[_-]?number|pan|cvv|cvc",

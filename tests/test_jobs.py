@@ -13,15 +13,15 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncSession
 from structlog.testing import capture_logs
 
-from tucano import background
-from tucano.background import PeriodicJob, run_periodic_jobs
-from tucano.db import Database
+from tucano import jobs
+from tucano.db.database import Database
+from tucano.jobs import PeriodicJob, run_periodic_jobs
 
 
 async def test_a_failing_job_backs_off_and_logs_one_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(background, "JOB_PAUSE_MAX_SECONDS", 0.16)
+    monkeypatch.setattr(jobs, "JOB_PAUSE_MAX_SECONDS", 0.16)
     database = Database(f"sqlite+aiosqlite:///{tmp_path}/jobs.db")
     stop = asyncio.Event()
     runs: list[float] = []

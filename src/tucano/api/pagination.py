@@ -8,7 +8,7 @@ from typing import Annotated, Generic, TypeVar
 
 from fastapi import Depends, Query
 
-from tucano.wire import ApiModel, WholeNumber
+from tucano.api.wire import ApiModel, WholeNumber
 
 T = TypeVar("T")
 

@@ -10,8 +10,9 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Request
 from starlette.convertors import StringConvertor, register_url_convertor
 
-from tucano.errors import AppError, BadRequest, ErrorBody, ErrorCode
-from tucano.wire import parse_uuid
+from tucano.api.errors import ErrorBody
+from tucano.api.wire import parse_uuid
+from tucano.core.errors import AppError, BadRequest, ErrorCode
 
 TRANSACTION_ID_HEADER = "x-transaction-id"
 

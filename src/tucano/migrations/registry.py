@@ -3,7 +3,7 @@
 from tucano.auth.models import ApiClient, InstanceSecret
 from tucano.checkout.models import CardAttempt
 from tucano.customers.models import MerchantProfile
-from tucano.db import Base
+from tucano.db.base import Base
 from tucano.deliveries.models import Delivery, DeliveryResult, DeliveryResultCount, Event
 from tucano.payment_links.models import (
     IdempotencyKey,

@@ -10,9 +10,8 @@ from decimal import Decimal
 
 from tucano.brazil.documents import random_cnpj, random_cpf
 from tucano.brazil.pix import SANDBOX_ISPB, new_end_to_end_id, new_txid
-from tucano.clock import clock
-from tucano.webhooks.events import EventType
-from tucano.webhooks.payloads import (
+from tucano.core.clock import clock
+from tucano.events.payloads import (
     CardChargeback,
     Cardholder,
     CardPaymentInbound,
@@ -25,6 +24,7 @@ from tucano.webhooks.payloads import (
     PixQrPartnerInbound,
     PixReceiver,
 )
+from tucano.events.types import EventType
 
 _NAMES = ["Maria da Silva", "João Pereira", "Ana Souza", "Padaria Estrela Ltda", "Carlos Oliveira"]
 _BRANDS = ["VISA", "MASTERCARD", "ELO"]

@@ -86,7 +86,7 @@ def holds_a_card_number(text: str) -> bool:
     return False
 
 
-def shown(key: str) -> str:
+def redact_card_numbers(key: str) -> str:
     """A key (or any value) as an answer may show it: never a card number, at most 40
     characters. Only its first 256 characters are read: longer, it is cut anyway."""
     cut = key if len(key) <= 40 else key[:37] + "..."

@@ -18,17 +18,17 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tucano.db import is_database_unavailable
-from tucano.errors import (
+from tucano.api.dependencies import first_unsupported_coding, foreign_charset
+from tucano.api.errors import (
     OAUTH_PREFIX,
-    ErrorCode,
     answers_the_oauth_way,
     error_response,
     exception_summary,
     oauth_error_response,
 )
-from tucano.http import first_unsupported_coding, foreign_charset
-from tucano.logs import client_gone
+from tucano.core.errors import ErrorCode
+from tucano.core.logs import client_gone
+from tucano.db.outages import is_database_unavailable
 
 log = structlog.get_logger("tucano.request")
 

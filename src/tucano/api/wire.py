@@ -1,24 +1,14 @@
-"""JSON on the wire, both ways, without a binary float anywhere.
-
-In: request bodies are parsed with numbers with a fraction as `Decimal` (and NaN/Infinity
-refused), through `DecimalJSONRoute`. Out: `json_response` renders with orjson, writing a `Decimal`
-as a JSON number exactly as the Decimal reads (`10.50` stays `10.50`) and a datetime as
-`2026-01-15T10:30:00.000Z`.
+"""What the wire is made of: `ApiModel` (camelCase), timestamps in and out, canonical UUIDs,
+whole numbers, time ranges, and JSON responses rendered by `core.json_codec`.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, date, datetime, time, timedelta
-from decimal import Decimal
 from typing import Annotated, Any
 
-import orjson
-from fastapi import Request
-from fastapi.routing import APIRoute
 from pydantic import (
     AfterValidator,
     AwareDatetime,
@@ -29,116 +19,10 @@ from pydantic import (
     WithJsonSchema,
 )
 from pydantic.alias_generators import to_camel
-from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from tucano.card_numbers import shown
-from tucano.clock import end_of_day, format_utc, start_of_day, to_millis
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a valid JSON number")
-
-
-def _nul_at(value: Any, path: list[str | int] | None = None) -> str | None:
-    """Where the first NUL character is (a field path such as `payload.receiver.name`), if any.
-    The path (keys, and indexes of lists) is one list, extended and shortened as the walk goes,
-    and written out only when a NUL is found: built for every element, it cost time in the
-    depth and the keys' length."""
-    path = [] if path is None else path
-    if isinstance(value, str):
-        return written_path(path) if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            path.append(key)
-            if "\x00" in key:
-                return written_path(path)
-            found = _nul_at(item, path)
-            if found is not None:
-                return found
-            path.pop()
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            path.append(index)
-            found = _nul_at(item, path)
-            if found is not None:
-                return found
-            path.pop()
-    return None
-
-
-def written_path(path: Sequence[str | int]) -> str:
-    """`payload.receiver.name`, `items[2].x`: keys as an answer may show them (card_numbers)."""
-    written = ""
-    for part in path:
-        if isinstance(part, int):
-            written += f"[{part}]"
-        else:
-            written += f".{shown(part)}" if written else shown(part)
-    return written
-
-
-class InvalidBodyField(HTTPException):
-    """A JSON body that parses but holds what no field may: answered as an invalid parameter
-    (400, errorCode 36) naming the field, not as malformed JSON."""
-
-    def __init__(self, problem: str) -> None:
-        super().__init__(400, problem)
-
-
-def _parse_int(text: str) -> int | Decimal:
-    # Python refuses to turn more than 4300 digits into an int; a Decimal lets the field's own
-    # rule (a maximum, or an integer type) refuse it by name.
-    return int(text) if len(text) <= 4000 else Decimal(text)
-
-
-def _object_without_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # {"amount": 1, "amount": 1000} means what the parser reading it decides; refused rather
-    # than silently keeping the last, as another parser on the way might have kept the first.
-    document = dict(pairs)
-    if len(document) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise InvalidBodyField(f"{shown(key)} is given more than once in one object")
-            seen.add(key)
-    return document
-
-
-def loads(body: bytes | str) -> Any:
-    """Parse JSON with fractional numbers as Decimal; refuse NaN and Infinity (as malformed),
-    a key repeated in one object, and NUL characters (PostgreSQL text cannot hold U+0000, and
-    no field has a use for it)."""
-    document = json.loads(
-        body,
-        parse_float=Decimal,
-        parse_int=_parse_int,
-        parse_constant=_refuse_constant,
-        object_pairs_hook=_object_without_repeated_keys,
-    )
-    where = _nul_at(document)
-    if where is not None:
-        raise InvalidBodyField(f"{where or 'body'} must not contain the NUL character (\\u0000)")
-    return document
-
-
-def _default(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            raise TypeError("non-finite decimal")
-        return orjson.Fragment(format(value, "f").encode())
-    if isinstance(value, datetime):
-        return format_utc(value)
-    if isinstance(value, uuid.UUID):  # subclasses too, such as asyncpg's UUID
-        return str(value)
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="python", by_alias=True)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
-    option = orjson.OPT_PASSTHROUGH_DATETIME | (orjson.OPT_SORT_KEYS if sort_keys else 0)
-    return orjson.dumps(value, default=_default, option=option)
+from tucano.core.clock import end_of_day, format_utc, start_of_day, to_millis
+from tucano.core.json_codec import dumps
 
 
 class JSONBody(Response):
@@ -158,41 +42,6 @@ def json_response(
 
 # Why a body that Python's parser gives up on (arrays or objects within each other past its
 # recursion limit) is refused; errors.py names it in the error body.
-NESTED_TOO_DEEPLY = "nested too deeply"
-
-
-class _DecimalRequest(Request):
-    async def json(self) -> Any:
-        if not hasattr(self, "_json"):
-            try:
-                self._json = loads(await self.body())
-            except RecursionError:
-                raise json.JSONDecodeError(NESTED_TOO_DEEPLY, "", 0) from None
-            except ValueError as exc:
-                if isinstance(exc, json.JSONDecodeError):
-                    raise
-                # NaN / Infinity: report as malformed JSON like any other bad document.
-                raise json.JSONDecodeError(str(exc), "", 0) from exc
-            if isinstance(self._json, Decimal):
-                # A body that is a bare fraction (1.5): validation would read a Decimal as an
-                # object with attributes (none of the fields) instead of refusing it as it
-                # refuses 1 or "x". Handed over as the number it is, it is refused the same way.
-                self._json = float(self._json)
-        return self._json
-
-
-class DecimalJSONRoute(APIRoute):
-    """An APIRoute whose request bodies keep their decimals (see module docstring)."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def decimal_handler(request: Request) -> Response:
-            return await handler(_DecimalRequest(request.scope, request.receive))
-
-        return decimal_handler
-
-
 def digits_only(value: Any) -> Any:
     """A BeforeValidator: an integer written as text must be plain digits."""
     if isinstance(value, str):

@@ -12,8 +12,8 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from tucano.errors import AppError, ErrorCode
-from tucano.wire import ApiModel, json_response
+from tucano.api.wire import ApiModel, json_response
+from tucano.core.errors import AppError, ErrorCode
 
 OPENAPI_URL = "/openapi.json"
 _ASSET_DIRECTORY = files("fastapi_offline").joinpath("static")
@@ -29,9 +29,9 @@ _ASSETS = {
 # asks nothing of the network.
 _REDOC_CDN_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
 _ASSET_BODIES = {
-    name: _ASSET_DIRECTORY.joinpath(name).read_bytes().replace(
-        _REDOC_CDN_LOGO, b"/docs/assets/favicon.png"
-    )
+    name: _ASSET_DIRECTORY.joinpath(name)
+    .read_bytes()
+    .replace(_REDOC_CDN_LOGO, b"/docs/assets/favicon.png")
     for name in _ASSETS
 }
 

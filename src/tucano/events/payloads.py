@@ -25,11 +25,12 @@ from pydantic import (
     model_validator,
 )
 
+from tucano.api.wire import ApiModel, ReceivedTimestamp
 from tucano.brazil.documents import normalize_document
-from tucano.card_numbers import holds_a_card_number
-from tucano.money import PayloadMoney
-from tucano.webhooks.events import EventType
-from tucano.wire import ApiModel, ReceivedTimestamp, written_path
+from tucano.core.card_numbers import holds_a_card_number
+from tucano.core.json_codec import written_path
+from tucano.core.money import PayloadMoney
+from tucano.events.types import EventType
 
 _DOCUMENT = re.compile(r"[0-9A-Z]{11}|[0-9A-Z]{14}")
 
