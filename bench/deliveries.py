@@ -53,7 +53,7 @@ from typing import Any
 import aiohttp
 from pydantic import BaseModel
 from sqlalchemy.engine import make_url
-from tests.databases import create_scratch_database, drop_scratch_database
+from tests.support.databases import create_scratch_database, drop_scratch_database
 
 from tucano.config import Settings
 from tucano.core import json_codec

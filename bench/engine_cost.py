@@ -39,7 +39,7 @@ from unittest import mock
 
 import aiohttp
 from sqlalchemy import func, select
-from tests.databases import drop_scratch_database
+from tests.support.databases import drop_scratch_database
 
 from bench.deliveries import (
     CONCURRENCY,

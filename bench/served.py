@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-from tests.databases import create_scratch_database, drop_scratch_database
-from tests.processes import clean_env, run_tucano, start_serve
+from tests.support.databases import create_scratch_database, drop_scratch_database
+from tests.support.processes import clean_env, run_tucano, start_serve
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import POSTGRES_URL
-from tests.databases import create_scratch_database, drop_scratch_database
-from tests.processes import clean_env, run_tucano, start_serve
+from tests.support.databases import create_scratch_database, drop_scratch_database
+from tests.support.processes import clean_env, run_tucano, start_serve
+from tests.support.settings import POSTGRES_URL
 
 SCHEMATHESIS = str(Path(sys.executable).parent / "schemathesis")
 

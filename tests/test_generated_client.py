@@ -21,8 +21,8 @@ import orjson
 from openapi_spec_validator import validate
 
 from tests.deliveries.support import eventually
-from tests.helpers import RunningService
-from tests.receivers import Receiver
+from tests.support.receivers import Receiver
+from tests.support.service import RunningService
 
 BIN = str(Path(sys.executable).parent)
 GENERATOR = str(Path(BIN) / "openapi-python-client")

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import make_settings
-from tests.helpers import RunningService, start_service
+from tests.support.service import RunningService, start_service
+from tests.support.settings import make_settings
 from tucano.db.database import Database
 
 EXPECTED_OPERATIONS = {

@@ -11,8 +11,8 @@ from urllib.parse import quote
 import jwt
 import pytest
 
-from tests.conftest import TEST_SECRET_KEY
-from tests.helpers import RunningService, assert_error_body
+from tests.support.service import RunningService, assert_error_body
+from tests.support.settings import TEST_SECRET_KEY
 from tucano.auth.tokens import Principal, Scope, derive_key, encode_access_token
 from tucano.core.clock import clock
 from tucano.core.errors import ErrorCode

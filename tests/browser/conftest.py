@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page, async_playwright
 
-from tests.conftest import DELIVERY_SETTINGS, make_settings
-from tests.helpers import RunningService, start_service
+from tests.support.service import RunningService, start_service
+from tests.support.settings import DELIVERY_SETTINGS, make_settings
 from tucano.db.database import Database
 from tucano.migrations import upgrade
 

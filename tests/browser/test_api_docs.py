@@ -6,7 +6,7 @@ from __future__ import annotations
 from playwright.async_api import Page, expect
 
 from tests.browser.conftest import snap
-from tests.helpers import RunningService
+from tests.support.service import RunningService
 
 
 async def test_swagger_ui_renders_the_document_offline(shop: RunningService, page: Page) -> None:

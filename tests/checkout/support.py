@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from tests.helpers import RunningService
+from tests.support.service import RunningService
 
 BROWSER = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 APPROVED_VISA = "4242 4242 4242 4242"

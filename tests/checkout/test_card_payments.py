@@ -26,9 +26,9 @@ from tests.checkout.support import (
     form_action,
     hidden_token,
 )
-from tests.conftest import make_settings
-from tests.helpers import Merchant, RunningService, assert_error_body, start_service
 from tests.payment_links.test_api import BASE, create, tx
+from tests.support.service import Merchant, RunningService, assert_error_body, start_service
+from tests.support.settings import make_settings
 from tucano.checkout.models import CardAttempt
 from tucano.core.clock import clock
 from tucano.core.errors import ErrorCode

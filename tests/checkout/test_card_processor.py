@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import make_settings
+from tests.support.settings import make_settings
 from tucano.checkout.card_processor import (
     Approved,
     CardAuthorization,

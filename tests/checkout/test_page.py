@@ -13,10 +13,10 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.conftest import TEST_SECRET_KEY, make_settings
-from tests.helpers import Merchant, RunningService, assert_error_body, start_service
 from tests.payment_links.test_api import create
 from tests.payment_links.test_payments import pay
+from tests.support.service import Merchant, RunningService, assert_error_body, start_service
+from tests.support.settings import TEST_SECRET_KEY, make_settings
 from tucano.checkout.rendering import brl
 from tucano.core.clock import clock
 from tucano.core.errors import ErrorCode

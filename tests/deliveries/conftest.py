@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import Merchant, RunningService
+from tests.support.service import Merchant, RunningService
 from tucano.auth.tokens import Scope
 
 

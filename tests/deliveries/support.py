@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import Any
 
-from tests.helpers import Merchant
-from tests.receivers import Receiver
+from tests.support.receivers import Receiver
+from tests.support.service import Merchant
 from tucano.core import json_codec
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import make_settings
+from tests.support.settings import make_settings
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.deliveries import service

@@ -21,8 +21,8 @@ from tests.deliveries.support import (
     results,
     results_for,
 )
-from tests.helpers import EMPTY_PAGE, Merchant, RunningService, assert_error_body
-from tests.receivers import Receiver, always, failing_then_ok, hanging
+from tests.support.receivers import Receiver, always, failing_then_ok, hanging
+from tests.support.service import EMPTY_PAGE, Merchant, RunningService, assert_error_body
 from tucano.core import json_codec
 from tucano.core.errors import ErrorCode
 from tucano.deliveries import worker as worker_module

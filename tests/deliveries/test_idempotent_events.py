@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import select
 
 from tests.deliveries.support import pix_outbound, register, results_for
-from tests.helpers import Merchant, RunningService, assert_error_body
-from tests.receivers import Receiver
+from tests.support.receivers import Receiver
+from tests.support.service import Merchant, RunningService, assert_error_body
 from tucano.auth.tokens import Scope
 from tucano.core import json_codec
 from tucano.core.clock import clock

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from tests.helpers import new_customer_id
+from tests.support.service import new_customer_id
 from tucano.api.pagination import PageRequest
 from tucano.core import json_codec
 from tucano.core.clock import clock

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from tests.receivers import Behaviour, Received, Receiver, always
+from tests.support.receivers import Behaviour, Received, Receiver, always
 from tucano.core.clock import clock
 from tucano.deliveries.sender import RESPONSE_BODY_LIMIT, Sender, SendResult
 
@@ -75,7 +75,7 @@ async def test_an_ipv6_loopback_url_is_refused_when_only_ipv4_loopback_is_allowe
 
 
 async def test_cookies_from_one_receiver_are_never_sent_back(receiver: Receiver) -> None:
-    from tests.receivers import always
+    from tests.support.receivers import always
 
     receiver.behaviours["/cookie"] = always(200, "ok", **{"Set-Cookie": "session=abc; Path=/"})
     client = sender(LOOPBACK)
@@ -88,7 +88,7 @@ async def test_cookies_from_one_receiver_are_never_sent_back(receiver: Receiver)
 
 
 async def test_a_nul_in_the_answer_is_dropped_and_other_text_kept(receiver: Receiver) -> None:
-    from tests.receivers import always
+    from tests.support.receivers import always
 
     # PostgreSQL text holds no NUL; the history must still store and show the answer.
     receiver.behaviours["/odd"] = always(500, "bad\x00 answer: não")
@@ -221,7 +221,7 @@ async def test_an_answer_after_the_timeout_is_a_failure_to_the_millisecond(
     # aiohttp rounds a timeout of 5 s or more up to the event loop's next whole second unless
     # told not to: 15 s then meant anything up to 16 s. Starting just after a whole second makes
     # that rounding give almost a second more, so an answer 0.6 s late would count as a success.
-    from tests.receivers import hanging
+    from tests.support.receivers import hanging
 
     receiver.behaviours["/late"] = hanging(5.6)
     client = Sender(allowed_networks=LOOPBACK, allow_http=True, timeout=5, max_connections=4)

@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.conftest import DELIVERY_SETTINGS, make_settings
 from tests.deliveries.support import eventually, publish, register
-from tests.helpers import RunningService, start_service
-from tests.receivers import Receiver, hanging
+from tests.support.receivers import Receiver, hanging
+from tests.support.service import RunningService, start_service
+from tests.support.settings import DELIVERY_SETTINGS, make_settings
 from tucano.auth.tokens import Scope
 from tucano.db.database import Database
 

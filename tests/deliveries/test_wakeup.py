@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.conftest import POSTGRES_URL
+from tests.support.settings import POSTGRES_URL
 from tucano.db.engines import connect_asyncpg
 from tucano.deliveries.wakeup import (
     NOTIFY_CHANNEL,

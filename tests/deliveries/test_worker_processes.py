@@ -15,14 +15,14 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.conftest import (
-    POSTGRES_URL,
-    _database_params,
-)
-from tests.databases import create_scratch_database, drop_scratch_database
 from tests.deliveries.support import eventually, pix_outbound
-from tests.processes import ServeProcess, clean_env, run_tucano, start_serve, start_worker
-from tests.receivers import Receiver, hanging
+from tests.support.databases import create_scratch_database, drop_scratch_database
+from tests.support.processes import ServeProcess, clean_env, run_tucano, start_serve, start_worker
+from tests.support.receivers import Receiver, hanging
+from tests.support.settings import (
+    POSTGRES_URL,
+    database_params,
+)
 from tucano.core import json_codec
 from tucano.db.engines import connect_asyncpg
 
@@ -85,7 +85,7 @@ def _token(base_url: str, cwd: Path, env: dict[str, str], *scopes: str) -> str:
     return str(response.json()["access_token"])
 
 
-@pytest.fixture(params=_database_params())
+@pytest.fixture(params=database_params())
 async def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Deployment]:
     url = (
         f"sqlite+aiosqlite:///{tmp_path / 'tucano.db'}"
@@ -195,7 +195,7 @@ async def test_sigterm_finishes_in_flight_deliveries_and_nothing_is_sent_twice(
     assert successes["totalElements"] == len(event_ids)
 
 
-@pytest.mark.parametrize("deployment", [_database_params()[1]], indirect=True)
+@pytest.mark.parametrize("deployment", [database_params()[1]], indirect=True)
 async def test_two_workers_on_postgresql_deliver_each_event_once(
     deployment: Deployment, receiver: Receiver
 ) -> None:
@@ -220,7 +220,7 @@ async def test_two_workers_on_postgresql_deliver_each_event_once(
         assert "delivery_worker_started" in worker.logs()
 
 
-@pytest.mark.parametrize("deployment", [_database_params()[1]], indirect=True)
+@pytest.mark.parametrize("deployment", [database_params()[1]], indirect=True)
 async def test_an_event_published_by_the_api_wakes_a_worker_in_another_process(
     deployment: Deployment, receiver: Receiver
 ) -> None:

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from sqlalchemy import text
 
-from tests.helpers import EMPTY_PAGE, Merchant, RunningService, assert_error_body
+from tests.support.service import EMPTY_PAGE, Merchant, RunningService, assert_error_body
 from tucano.auth.tokens import Scope, derive_key
 from tucano.core import json_codec
 from tucano.core.clock import clock

@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy import select
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
-from tests.conftest import make_settings
 from tests.deliveries.support import eventually
-from tests.helpers import Merchant, RunningService, assert_error_body, start_service
 from tests.payment_links.test_api import BASE, create, listing, tx, window
-from tests.receivers import Receiver
+from tests.support.receivers import Receiver
+from tests.support.service import Merchant, RunningService, assert_error_body, start_service
+from tests.support.settings import make_settings
 from tucano.brazil.pix import is_valid_end_to_end_id
 from tucano.core.clock import clock
 from tucano.core.errors import AppError, ErrorCode

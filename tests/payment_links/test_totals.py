@@ -11,7 +11,7 @@ from decimal import Decimal
 
 from sqlalchemy import func, select
 
-from tests.helpers import new_customer_id
+from tests.support.service import new_customer_id
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.payment_links import service, totals

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.helpers import new_customer_id
+from tests.support.service import new_customer_id
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.db.engines import connect_asyncpg

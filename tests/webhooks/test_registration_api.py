@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import EMPTY_PAGE, Merchant, RunningService, assert_error_body
+from tests.support.service import EMPTY_PAGE, Merchant, RunningService, assert_error_body
 from tucano.auth.tokens import Scope
 from tucano.core.errors import ErrorCode
 
@@ -248,8 +248,8 @@ async def test_plain_http_is_refused_in_production(production_service: RunningSe
 async def test_allowed_networks_let_private_targets_through(
     database_url: str, database: Any
 ) -> None:
-    from tests.conftest import make_settings
-    from tests.helpers import start_service
+    from tests.support.service import start_service
+    from tests.support.settings import make_settings
 
     running = await start_service(
         make_settings(database_url, webhook_allowed_networks="127.0.0.0/8,10.1.0.0/16"), database
@@ -284,8 +284,8 @@ async def test_allowed_networks_let_private_targets_through(
 async def test_an_ipv4_address_in_an_unusual_spelling_is_refused(
     database_url: str, database: Any, url: str, written: str
 ) -> None:
-    from tests.conftest import make_settings
-    from tests.helpers import start_service
+    from tests.support.service import start_service
+    from tests.support.settings import make_settings
 
     # HTTP clients refuse these spellings: a webhook registered with one would never be sent.
     running = await start_service(

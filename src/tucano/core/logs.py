@@ -39,7 +39,7 @@ _SEPARATORS = (
     "._/+|*-\u00ad\u00b7\u034f\u200b\u200c\u200d\u200e\u200f\u2010\u2011\u2012\u2013"
     "\u2014\u2015\u2022\u2060\u2066\u2067\u2068\u2069\u2212\ufe63\ufeff\uff0d\uff0e"
 )
-_CARD_NUMBER = re.compile(
+CARD_NUMBER = re.compile(
     r"(?<!\d)(?:\d(?:[^\S\r\n]|[" + re.escape(_SEPARATORS) + r"]|%[0-9A-Fa-f]{2}){0,3}){12,18}"
     r"\d(?!\d)"
 )
@@ -53,8 +53,8 @@ REDACTED = "[REDACTED]"
 # so no input makes it quadratic. A JWT is told apart from other text starting with eyJ after
 # the match: two dots in the run.
 # (A signing secret's `+`, `/` and `=` arrive percent-escaped in a URL or a header.)
-_SECRET_VALUE = re.compile(r"tsk_[A-Za-z0-9_-]++|whsec_(?:[A-Za-z0-9+/=]|%[0-9A-Fa-f]{2})++")
-_JWT_CANDIDATE = re.compile(r"eyJ[A-Za-z0-9_-]*+(?:\.[A-Za-z0-9_-]*+)*+")
+SECRET_VALUE = re.compile(r"tsk_[A-Za-z0-9_-]++|whsec_(?:[A-Za-z0-9+/=]|%[0-9A-Fa-f]{2})++")
+JWT_CANDIDATE = re.compile(r"eyJ[A-Za-z0-9_-]*+(?:\.[A-Za-z0-9_-]*+)*+")
 # Longer text in a log line is cut (a 64 KB path says no more than its first 2 KB).
 LONGEST_LOGGED_TEXT = 2048
 # Text is masked before it is cut (a card number across the cut would leave its first digits),
@@ -76,7 +76,7 @@ LONGEST_LOGGED_TRACEBACK = 16384
 # 32, pay_ and 24 hexadecimal digits) have digit runs a card number's shape would match: they are
 # left alone, but only standing on their own (a card number written on either side of one would
 # otherwise pass as part of it).
-_UUID = re.compile(
+UUID_TEXT = re.compile(
     r"(?<![0-9a-fA-F-])"
     r"(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
     r"|(?<![A-Za-z0-9_])evt_[0-9a-f]{32}|(?<![A-Za-z0-9_])pay_[0-9a-f]{24})"
@@ -100,7 +100,7 @@ class _DropIncompleteAfterClientGone(logging.Filter):
         )
 
 
-def _mask_jwt(found: re.Match[str]) -> str:
+def mask_jwt(found: re.Match[str]) -> str:
     return REDACTED if found.group().count(".") >= 2 else found.group()
 
 
@@ -145,16 +145,16 @@ def _masked(text: str) -> str:
     # Tokens first: a signing secret's characters include `/`, so masked first it could take a
     # token's header that follows a slash with it, and leave the rest with too few dots.
     if "eyJ" in text:
-        text = _JWT_CANDIDATE.sub(_mask_jwt, text)
+        text = JWT_CANDIDATE.sub(mask_jwt, text)
     if "_" in text:
-        text = _SECRET_VALUE.sub(REDACTED, text)
-    if not _CARD_NUMBER.search(text):
+        text = SECRET_VALUE.sub(REDACTED, text)
+    if not CARD_NUMBER.search(text):
         return text
     kept, start = [], 0
-    for uuid in _UUID.finditer(text):
-        kept += [_CARD_NUMBER.sub(REDACTED, text[start : uuid.start()]), uuid.group()]
+    for uuid in UUID_TEXT.finditer(text):
+        kept += [CARD_NUMBER.sub(REDACTED, text[start : uuid.start()]), uuid.group()]
         start = uuid.end()
-    kept.append(_CARD_NUMBER.sub(REDACTED, text[start:]))
+    kept.append(CARD_NUMBER.sub(REDACTED, text[start:]))
     return "".join(kept)
 
 

@@ -19,14 +19,14 @@ from sqlalchemy import inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-from tests.conftest import POSTGRES_URL, _database_params, fresh_database_url
-from tests.databases import drop_scratch_database
+from tests.support.databases import drop_scratch_database
+from tests.support.settings import POSTGRES_URL, database_params, fresh_database_url
 from tucano.migrations import downgrade, upgrade
 from tucano.migrations.registry import metadata
 from tucano.webhooks.signing import signing_secrets
 
 
-@pytest.fixture(params=_database_params())
+@pytest.fixture(params=database_params())
 async def empty_database(request: pytest.FixtureRequest, tmp_root: Path) -> AsyncIterator[str]:
     url = await fresh_database_url(request.param, tmp_root)
     yield url

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from tests.processes import clean_env, start_serve
+from tests.support.processes import clean_env, start_serve
 
 
 def test_a_client_that_leaves_before_its_pipelined_answers_is_no_error(tmp_path: Path) -> None:

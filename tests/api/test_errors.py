@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.helpers import Merchant, RunningService, assert_error_body
+from tests.support.service import Merchant, RunningService, assert_error_body
 from tucano.core.errors import ErrorCode
 
 

@@ -12,9 +12,9 @@ from uuid import uuid4
 import pytest
 from sqlalchemy import make_url, text
 
-from tests.conftest import POSTGRES_URL, make_settings
-from tests.helpers import RunningService, assert_error_body, start_service
 from tests.payment_links.test_api import create
+from tests.support.service import RunningService, assert_error_body, start_service
+from tests.support.settings import POSTGRES_URL, make_settings
 from tucano.core.errors import ErrorCode
 from tucano.db.coalesced import CoalescedLookup
 from tucano.db.database import Database

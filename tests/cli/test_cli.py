@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 import tucano
-from tests.conftest import POSTGRES_URL
-from tests.databases import create_scratch_database, drop_scratch_database
-from tests.processes import clean_env, run_tucano, start_serve
+from tests.support.databases import create_scratch_database, drop_scratch_database
+from tests.support.processes import clean_env, run_tucano, start_serve
+from tests.support.settings import POSTGRES_URL
 
 
 def create_client(cwd: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, object]:
