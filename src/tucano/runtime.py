@@ -7,10 +7,8 @@ import gc
 import os
 import resource
 
-# Allocations between two young-generation collections (CPython's default is 700). A server
-# allocates a few dozen objects per request or delivery; at the default it spends several
-# percent of its time collecting. Measured with bench/deliveries.py: about 6 us less CPU per
-# delivery, with no growth in memory.
+# Allocations between two young-generation collections (CPython's default is 700): a server
+# allocates a few dozen objects per request or delivery (docs/adr/database.md has the figure).
 YOUNG_GENERATION_THRESHOLD = 10_000
 
 

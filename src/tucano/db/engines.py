@@ -40,9 +40,8 @@ def _configure_sqlite(engine: AsyncEngine, *, read_only: bool = False) -> None:
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Any) -> None:
         # Take the write lock up front: a deferred transaction that reads and then writes can
-        # fail with SQLITE_BUSY at once instead of waiting out busy_timeout. Sent in one
-        # hand-over to the driver's thread: as a statement through SQLAlchemy it is three
-        # (cursor, execute, close), each about 45 us of CPU.
+        # fail with SQLITE_BUSY at once instead of waiting out busy_timeout. One hand-over to
+        # the driver's thread, not SQLAlchemy's three (docs/adr/database.md).
         driver = connection.connection.driver_connection  # aiosqlite.Connection
         info = connection.connection.info  # the pooled connection's, kept across checkouts
         # Until the BEGIN has run, sqlite3 does not say a transaction is open; if the request
@@ -75,12 +74,9 @@ def _replace_closed_connections(engine: AsyncEngine) -> None:
             raise DisconnectionError("the server closed this connection while it was pooled")
 
 
-# Run on every PostgreSQL connection Tucano opens: no JIT compilation. Its statements are short
-# index lookups, but where the planner cannot see a bound (a LIMIT computed in the statement, a
-# batch of keys) its estimate crosses jit_above_cost and each execution paid 35-70 ms of
-# compilation (a claim of 128 deliveries with 300,000 queued: 50 ms, 5 ms without JIT; a fold
-# of the result counts: 1.35 s, 0.17 s without). A statement rather than a startup parameter,
-# which PgBouncer refuses ("unsupported startup parameter").
+# Run on every PostgreSQL connection Tucano opens: no JIT compilation, which short index lookups
+# pay for and never gain from (docs/adr/database.md). A statement, since PgBouncer refuses it as
+# a startup parameter.
 POSTGRES_SESSION_SETUP = "SET jit = off"
 
 

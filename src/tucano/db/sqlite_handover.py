@@ -21,11 +21,9 @@ async def run_on_sqlite(connection: AsyncConnection, work: Callable[[sqlite3.Con
     """SQLite only: `work(sqlite3 connection)` on the thread aiosqlite keeps for the connection
     under `connection`, as one hand-over, inside whatever transaction `connection` has open.
 
-    For the hot paths (the outbox, the delivery queue). Through SQLAlchemy every statement is
-    several hand-overs between the event loop and that thread (cursor, execute, fetch, close),
-    about 45 us of CPU each, plus SQLAlchemy's own work: a claim took 20 of them and about 3 ms
-    of CPU, and the same statements run in one hand-over. SQLite itself answers in microseconds.
-    The caller holds `connection`, so nothing else uses the sqlite3 connection meanwhile.
+    For the hot paths (the outbox, the delivery queue), whose statements cost SQLite far less
+    than each hand-over does (docs/adr/database.md). The caller holds `connection`, so nothing
+    else uses the sqlite3 connection meanwhile.
     """
     raw = await connection.get_raw_connection()
     driver = raw.driver_connection  # aiosqlite.Connection
