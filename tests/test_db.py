@@ -14,7 +14,7 @@ from sqlalchemy import make_url, text
 
 from tests.conftest import POSTGRES_URL, make_settings
 from tests.helpers import RunningService, assert_error_body, start_service
-from tests.payment_links.test_api import create
+from tests.payment_links.support import create
 from tucano.db import CoalescedLookup, Database, immediate_transaction, run_on_sqlite
 from tucano.errors import ErrorCode
 

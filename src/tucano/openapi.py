@@ -15,7 +15,7 @@ from starlette.responses import Response
 
 from tucano.errors import ErrorBody
 from tucano.http import REQUIRED_TRANSACTION_ID_DESCRIPTION
-from tucano.payment_links.service import SORTABLE
+from tucano.payment_links.listing import SORTABLE
 from tucano.webhooks.events import EventType
 from tucano.webhooks.payloads import PAYLOAD_MODELS
 from tucano.webhooks.schemas import MAX_ID

@@ -16,7 +16,7 @@ from tests.browser.conftest import snap
 from tests.browser.support import accessibility_problems, decoded_qr
 from tests.checkout.support import APPROVED_VISA, DECLINED, INSUFFICIENT_FUNDS, checkout_path
 from tests.helpers import Merchant, RunningService
-from tests.payment_links.test_api import BASE, create, tx
+from tests.payment_links.support import BASE, create, tx
 from tests.receivers import Receiver
 from tucano.clock import clock
 

@@ -28,7 +28,7 @@ from tests.checkout.support import (
 )
 from tests.conftest import make_settings
 from tests.helpers import Merchant, RunningService, assert_error_body, start_service
-from tests.payment_links.test_api import BASE, create, tx
+from tests.payment_links.support import BASE, create, tx
 from tucano.checkout.models import CardAttempt
 from tucano.clock import clock
 from tucano.db import Database

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import TEST_SECRET_KEY, make_settings
 from tests.helpers import Merchant, RunningService, assert_error_body, start_service
-from tests.payment_links.test_api import create
+from tests.payment_links.support import create
 from tests.payment_links.test_payments import pay
 from tucano.checkout.rendering import brl
 from tucano.clock import clock

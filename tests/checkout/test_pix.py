@@ -19,7 +19,7 @@ from sqlalchemy import select
 
 from tests.checkout.support import BROWSER, Payer, checkout_path
 from tests.helpers import Merchant, RunningService, assert_error_body
-from tests.payment_links.test_api import BASE, create, tx
+from tests.payment_links.support import BASE, create, tx
 from tucano.auth.tokens import Scope
 from tucano.brazil.brcode import has_valid_crc, parse_tlv
 from tucano.brazil.pix import SANDBOX_ISPB, new_end_to_end_id

@@ -18,7 +18,7 @@ from tucano.db import ReadSessionDep
 from tucano.errors import BadRequest
 from tucano.http import JsonContent, RequiredTransactionId, error_responses, preferred_media_type
 from tucano.pagination import Page, PageParams
-from tucano.payment_links import service
+from tucano.payment_links import creation, export, listing, reads
 from tucano.payment_links.schemas import (
     PaymentLinkCreate,
     PaymentLinkOut,
@@ -93,7 +93,7 @@ async def link_filters(
         ),
     ] = None,
     user_reference: Annotated[str | None, Query(alias="userReference", max_length=77)] = None,
-) -> service.LinkFilters:
+) -> listing.LinkFilters:
     if range_is_reversed(
         start_date,
         end_date,
@@ -101,7 +101,7 @@ async def link_filters(
         end_as_sent=request.query_params.get("endDate"),
     ):
         raise BadRequest("startDate must not be after endDate")
-    return service.LinkFilters(
+    return listing.LinkFilters(
         start=start_date,
         end=end_date,
         payment_receipt=payment_receipt,
@@ -112,7 +112,7 @@ async def link_filters(
     )
 
 
-Filters = Annotated[service.LinkFilters, Depends(link_filters)]
+Filters = Annotated[listing.LinkFilters, Depends(link_filters)]
 
 
 def _presenter(request: Request) -> Callable[[Any, Any], dict[str, Any]]:
@@ -143,7 +143,7 @@ async def create_payment_link(
     request: Request,
 ) -> Response:
     settings = request.app.state.settings
-    link = service.new_link(
+    link = creation.new_link(
         customer_id=caller.customer_id,
         data=body,
         autopay_delay=(
@@ -152,10 +152,10 @@ async def create_payment_link(
             else None
         ),
     )
-    answer = await service.create_link(
+    answer = await creation.create_link(
         request.app.state.database,
-        ref=service.IdempotencyRef(
-            caller.customer_id, transaction_id, service.request_fingerprint(body)
+        ref=creation.IdempotencyRef(
+            caller.customer_id, transaction_id, creation.request_fingerprint(body)
         ),
         link=link,
         response=wire.dumps(_presenter(request)(link, None)),
@@ -181,7 +181,7 @@ async def list_payment_links(
     session: ReadSessionDep,
     sort: Annotated[list[str] | None, Query(description="field,asc|desc; repeatable.")] = None,
 ) -> Response:
-    rows, total = await service.list_links(
+    rows, total = await listing.list_links(
         session, customer_id=caller.customer_id, filters=filters, sort=sort or [], page=page
     )
     present = _presenter(request)
@@ -211,7 +211,7 @@ async def report_payment_links(
         request.headers.get("accept", ""), ["application/json", "text/csv"]
     )
     if wanted == "text/csv":
-        rows = service.stream_csv(
+        rows = export.stream_csv(
             request.app.state.database, customer_id=caller.customer_id, filters=filters
         )
         return StreamingResponse(
@@ -222,7 +222,7 @@ async def report_payment_links(
                 "Vary": "Accept",
             },
         )
-    totals = await service.report(session, customer_id=caller.customer_id, filters=filters)
+    totals = await listing.report(session, customer_id=caller.customer_id, filters=filters)
     return json_response(PaymentLinkReport(**totals), headers={"Vary": "Accept"})
 
 
@@ -238,7 +238,7 @@ async def get_payment_link(
     link_uuid: Annotated[CanonicalUUID, Path(alias="linkPaymentUuid")],
     request: Request,
 ) -> Response:
-    link, payment = await service.read_link(
+    link, payment = await reads.read_link(
         request.app.state.database, customer_id=caller.customer_id, link_uuid=link_uuid
     )
     return Response(wire.dumps(_presenter(request)(link, payment)), media_type="application/json")
