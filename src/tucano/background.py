@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from tucano.clock import clock
 from tucano.config import Settings
 from tucano.db import Database, is_database_unavailable
+from tucano.deliveries import publication as event_publication
 from tucano.deliveries import result_counts
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.worker import DeliveryWorker
@@ -62,7 +63,7 @@ def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
     async def prune_keys(session: AsyncSession) -> int:
         now = clock.now()
         pruned = await payment_link_creation.prune_idempotency_keys(session, now=now)
-        return pruned + await deliveries.prune_event_idempotency_keys(session, now=now)
+        return pruned + await event_publication.prune_event_idempotency_keys(session, now=now)
 
     async def autopay(session: AsyncSession) -> int:
         return await payment_link_payments.run_due_autopayments(session)

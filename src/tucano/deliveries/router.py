@@ -11,7 +11,8 @@ from starlette.responses import Response
 from tucano import flows, wire
 from tucano.auth.deps import EventPublisher, WebhookReader, WebhookWriter
 from tucano.db import ReadSessionDep, SessionDep
-from tucano.deliveries import service
+from tucano.deliveries import publication, service
+from tucano.deliveries.compat_2026_11_24 import earlier_publication_fingerprint
 from tucano.deliveries.schemas import (
     EventAccepted,
     EventPublication,
@@ -209,14 +210,14 @@ async def publish_event(
         else:
             (published,) = await service.publish_events_alone(database, [event])
         return json_response(_accepted(published), status_code=202)
-    answer, replayed = await service.publish_event_once(
+    answer, replayed = await publication.publish_event_once(
         database,
         event,
-        idempotency=service.IdempotentPublication(
+        idempotency=publication.IdempotentPublication(
             caller.client_id,
             idempotency_key,
-            service.publication_fingerprint(event),
-            service.earlier_publication_fingerprint(event),
+            publication.publication_fingerprint(event),
+            earlier_publication_fingerprint(event),
         ),
         answer=lambda published: wire.dumps(_accepted(published)),
         publish=flows.publish_events_paying_links,
