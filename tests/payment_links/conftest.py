@@ -8,4 +8,3 @@ from tests.helpers import Merchant, RunningService
 @pytest.fixture
 async def merchant(service: RunningService) -> Merchant:
     return await service.merchant()
-

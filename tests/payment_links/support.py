@@ -64,8 +64,6 @@ async def create(merchant: Merchant, **overrides: Any) -> dict[str, Any]:
     return dict(response.json())
 
 
-
-
 def window(**params: Any) -> dict[str, Any]:
     return {
         "startDate": "2000-01-01T00:00:00.000Z",
@@ -78,4 +76,3 @@ async def listing(merchant: Merchant, **params: Any) -> dict[str, Any]:
     response = await merchant.get(f"{BASE}/link-payment", params=window(**params), headers=tx())
     assert response.status_code == 200, response.text
     return dict(response.json())
-
