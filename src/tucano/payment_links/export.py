@@ -122,10 +122,10 @@ async def stream_csv(
 async def _read_whole(database: Database, statement: Select[Any]) -> list[Any]:
     """`statement`'s rows, read to the end even if the caller is cancelled meanwhile.
 
-    A streamed response is cancelled when its client goes away. Cancelled in the middle of a
-    statement, aiosqlite's connection was abandoned inside its transaction, which on SQLite
-    holds the database's write lock (see db._on_begin): every write then waited and failed.
-    Shielded, the read finishes and its session closes normally; the stream stops after it."""
+    A streamed response is cancelled when its client goes away; a read cancelled mid-statement
+    would leave its connection inside a transaction, which on SQLite holds the write lock (see
+    db._on_begin and docs/adr/payment-links.md). Shielded, the read finishes and its session
+    closes normally; the stream stops after it."""
 
     async def read() -> list[Any]:
         async with database.read_session() as session:

@@ -112,8 +112,7 @@ def parse_sort(values: Sequence[str], now: datetime, *, dialect: str) -> list[An
                 f"{', '.join(sorted(SORTABLE))} (got {shown(value)!r})"
             )
         if field in sorted_by:
-            # A second term on a field changes nothing, and thousands of them made SQLite
-            # refuse the statement ("too many terms in ORDER BY").
+            # A second term on a field changes nothing, and SQLite caps the terms of an ORDER BY.
             raise BadRequest(f"sort names {field} more than once")
         sorted_by.add(field)
         order.append(columns[field].asc() if direction == "asc" else columns[field].desc())
@@ -230,9 +229,9 @@ def _tallied(dialect: str, customer_id: int, filters: LinkFilters, now: datetime
 
     With no filter that needs the links themselves (document, reference, receipt), whole days
     come from the day totals (see totals.py) and only the parts of days at the ends of the range,
-    and the CREATED links whose group expires today, are read link by link: a year of a million
-    links is a few thousand total rows. Otherwise the matched links are read (their filters have
-    indexes of their own). Status and method are filtered by the caller, on these rows."""
+    and the CREATED links whose group expires today, are read link by link (docs/adr/
+    payment-links.md). Otherwise the matched links are read (their filters have indexes of
+    their own). Status and method are filtered by the caller, on these rows."""
     links = LINKS.c
     parts: list[Select[Any]] = []
     if (

@@ -71,8 +71,7 @@ PAYMENT_VIEW = (
     PAYMENTS.c.installments,
     PAYMENTS.c.amount_cents.label("payment_amount_cents"),
 )
-# Built once: a read is the most frequent operation, and building and keying a statement costs
-# more than running it.
+# Built once: the most frequent statement, cheaper to run than to build (docs/adr/payment-links.md).
 _READ_LINK = (
     select(*LINKS.c, *PAYMENT_VIEW)
     .outerjoin(PAYMENTS, PAYMENTS.c.link_id == LINKS.c.id)
