@@ -21,7 +21,8 @@ from tucano.core.money import to_cents
 from tucano.deliveries import service as deliveries
 from tucano.events.payloads import PixQrInbound
 from tucano.events.types import EventType
-from tucano.payment_links import service as links
+from tucano.payment_links import payments as link_payments
+from tucano.payment_links import reads as link_reads
 from tucano.payment_links.models import Payment
 from tucano.payment_links.schemas import METHOD_PIX, status_at
 
@@ -70,7 +71,7 @@ async def settle_pix_payment(
 ) -> Payment | None:
     """Pay the customer's link whose txid and amount `payment` carries, if it is payable."""
     context = {"eventId": event_id, "customerId": customer_id, "txid": payment.txid}
-    link = await links.find_link_by_txid(session, customer_id=customer_id, txid=payment.txid)
+    link = await link_reads.find_link_by_txid(session, customer_id=customer_id, txid=payment.txid)
     if link is None:
         log.info("pix_payment_matches_no_link", **context)
         return None
@@ -90,7 +91,7 @@ async def settle_pix_payment(
     if status != "CREATED":
         log.warning("pix_payment_of_unpayable_link", **context, status=status)
         return None
-    paid = await links.pay_link(
+    paid = await link_payments.pay_link(
         session, link=link, method=METHOD_PIX, receipt=payment.end_to_end_id
     )
     log.info("pix_payment_paid_link", **context, paymentId=paid.payment_id)

@@ -20,10 +20,12 @@ from tucano.config import Settings
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.db.outages import is_database_unavailable
+from tucano.deliveries import publication as event_publication
 from tucano.deliveries import result_counts
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.worker import DeliveryWorker
-from tucano.payment_links import service as payment_links
+from tucano.payment_links import creation as payment_link_creation
+from tucano.payment_links import payments as payment_link_payments
 from tucano.payment_links import totals as payment_link_totals
 from tucano.webhooks import service as webhooks
 
@@ -61,11 +63,11 @@ def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
 
     async def prune_keys(session: AsyncSession) -> int:
         now = clock.now()
-        pruned = await payment_links.prune_idempotency_keys(session, now=now)
-        return pruned + await deliveries.prune_event_idempotency_keys(session, now=now)
+        pruned = await payment_link_creation.prune_idempotency_keys(session, now=now)
+        return pruned + await event_publication.prune_event_idempotency_keys(session, now=now)
 
     async def autopay(session: AsyncSession) -> int:
-        return await payment_links.run_due_autopayments(session)
+        return await payment_link_payments.run_due_autopayments(session)
 
     async def fold_totals(session: AsyncSession) -> int:
         return await payment_link_totals.fold_day_changes(session)

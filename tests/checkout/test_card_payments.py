@@ -26,7 +26,7 @@ from tests.checkout.support import (
     form_action,
     hidden_token,
 )
-from tests.payment_links.test_api import BASE, create, tx
+from tests.payment_links.support import BASE, create, tx
 from tests.support.service import Merchant, RunningService, assert_error_body, start_service
 from tests.support.settings import make_settings
 from tucano.checkout.models import CardAttempt

@@ -18,7 +18,7 @@ import segno
 from sqlalchemy import select
 
 from tests.checkout.support import BROWSER, Payer, checkout_path
-from tests.payment_links.test_api import BASE, create, tx
+from tests.payment_links.support import BASE, create, tx
 from tests.support.service import Merchant, RunningService, assert_error_body
 from tucano.auth.tokens import Scope
 from tucano.brazil.brcode import has_valid_crc, parse_tlv

@@ -21,7 +21,8 @@ from tucano.core import json_codec
 from tucano.core.clock import clock
 from tucano.core.errors import AppError, ErrorCode
 from tucano.db.database import Database
-from tucano.deliveries import service
+from tucano.deliveries import publication, service
+from tucano.deliveries.compat_2026_11_24 import earlier_publication_fingerprint
 from tucano.deliveries.models import EventIdempotencyKey
 from tucano.events.payloads import PAYLOAD_MODELS
 from tucano.events.types import EventType
@@ -179,7 +180,7 @@ async def test_expired_publication_keys_are_pruned_in_batches(private_database: 
     for _ in range(4):
         async with private_database.session() as session:
             pruned.append(
-                await service.prune_event_idempotency_keys(
+                await publication.prune_event_idempotency_keys(
                     session, now=long_ago + timedelta(hours=36), batch_size=5
                 )
             )
@@ -251,14 +252,14 @@ async def test_a_key_stored_by_an_earlier_release_still_replays(
 
     def attempt(payload: dict[str, Any]) -> Any:
         event = service.NewEvent(1, event_type, PAYLOAD_MODELS[event_type].model_validate(payload))
-        return service.publish_event_once(
+        return publication.publish_event_once(
             private_database,
             event,
-            idempotency=service.IdempotentPublication(
+            idempotency=publication.IdempotentPublication(
                 "publisher",
                 key,
-                service.publication_fingerprint(event),
-                service.earlier_publication_fingerprint(event),
+                publication.publication_fingerprint(event),
+                earlier_publication_fingerprint(event),
             ),
             answer=lambda published: b"{}",
         )

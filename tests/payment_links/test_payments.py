@@ -13,7 +13,7 @@ from sqlalchemy import select
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
 from tests.deliveries.support import eventually
-from tests.payment_links.test_api import BASE, create, listing, tx, window
+from tests.payment_links.support import BASE, create, listing, tx, window
 from tests.support.receivers import Receiver
 from tests.support.service import Merchant, RunningService, assert_error_body, start_service
 from tests.support.settings import make_settings
@@ -21,7 +21,8 @@ from tucano.brazil.pix import is_valid_end_to_end_id
 from tucano.core.clock import clock
 from tucano.core.errors import AppError, ErrorCode
 from tucano.deliveries.models import Event
-from tucano.payment_links import service as links
+from tucano.payment_links import payments as link_payments
+from tucano.payment_links import reads as link_reads
 from tucano.payment_links.models import Payment, PaymentLink
 from tucano.payment_links.schemas import METHOD_CARD, METHOD_PIX
 
@@ -30,10 +31,10 @@ async def pay(
     service: RunningService, merchant: Merchant, link_uuid: str, method: int, installments: int = 1
 ) -> None:
     async with service.database.session() as session:
-        link, _ = await links.get_link(
+        link, _ = await link_reads.get_link(
             session, customer_id=merchant.customer_id, link_uuid=uuid.UUID(link_uuid)
         )
-        await links.pay_link(session, link=link, method=method, installments=installments)
+        await link_payments.pay_link(session, link=link, method=method, installments=installments)
         await session.commit()
 
 

@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from tests.support.service import new_customer_id
 from tucano.core.clock import clock
 from tucano.db.database import Database
-from tucano.payment_links import service, totals
+from tucano.payment_links import creation, listing, payments, reads, totals
 from tucano.payment_links.models import LinkDayChange, Payment, PaymentLink
 from tucano.payment_links.schemas import METHOD_CARD, METHOD_PIX, PaymentLinkCreate, status_at
 
@@ -35,17 +35,17 @@ async def make_links(database: Database, customer_id: int, rng: random.Random) -
             expiration_days=rng.randint(1, 10),
         )
         with clock.freeze(moment):
-            link = service.new_link(customer_id=customer_id, data=data, autopay_delay=None)
-            ref = service.IdempotencyRef(customer_id, uuid.uuid4(), "x")
-            await service.create_link(database, ref=ref, link=link, response=b"{}")
+            link = creation.new_link(customer_id=customer_id, data=data, autopay_delay=None)
+            ref = creation.IdempotencyRef(customer_id, uuid.uuid4(), "x")
+            await creation.create_link(database, ref=ref, link=link, response=b"{}")
         if rng.random() < 0.4:
             paid_at = moment + timedelta(hours=rng.uniform(0, 24 * data.expiration_days - 1))
             with clock.freeze(paid_at):
                 async with database.session() as session:
-                    stored, _ = await service.get_link(
+                    stored, _ = await reads.get_link(
                         session, customer_id=customer_id, link_uuid=link.uuid
                     )
-                    await service.pay_link(
+                    await payments.pay_link(
                         session, link=stored, method=rng.choice([METHOD_CARD, METHOD_PIX])
                     )
                     await session.commit()
@@ -56,7 +56,7 @@ async def make_links(database: Database, customer_id: int, rng: random.Random) -
 
 
 async def truth(
-    database: Database, customer_id: int, filters: service.LinkFilters, now: datetime
+    database: Database, customer_id: int, filters: listing.LinkFilters, now: datetime
 ) -> Counter[tuple[object, str, int]]:
     """Every matched link read one by one, bucketed in Python."""
     counted: Counter[tuple[object, str, int]] = Counter()
@@ -100,7 +100,7 @@ async def test_totals_match_reading_every_link(private_database: Database) -> No
         end = start + timedelta(minutes=rng.choice([0, 30, 1440 - 1, 1440, 5 * 1440, 40 * 1440]))
         end -= timedelta(milliseconds=1 if rng.random() < 0.5 else 0)
         now = START + timedelta(minutes=rng.randrange(-2 * 1440, 40 * 1440))
-        filters = service.LinkFilters(
+        filters = listing.LinkFilters(
             start=start,
             end=end,
             status=rng.choice([None, None, "CREATED", "PAID", "EXPIRED"]),
@@ -108,7 +108,7 @@ async def test_totals_match_reading_every_link(private_database: Database) -> No
         )
         expected = await truth(private_database, customer_id, filters, now)
         async with private_database.read_session() as session:
-            got = await service.tally(session, customer_id=customer_id, filters=filters, now=now)
+            got = await listing.tally(session, customer_id=customer_id, filters=filters, now=now)
         counted: Counter[tuple[object, str, int]] = Counter()
         for row in got:
             counted[(row.day, row.status, row.method)] += row.links
@@ -120,10 +120,10 @@ async def test_totals_match_reading_every_link(private_database: Database) -> No
         while await totals.fold_day_changes(session):
             pass
         await session.commit()
-    filters = service.LinkFilters(start=START - timedelta(days=1), end=START + timedelta(days=30))
+    filters = listing.LinkFilters(start=START - timedelta(days=1), end=START + timedelta(days=30))
     now = START + timedelta(days=6, hours=5)
     async with private_database.read_session() as session:
-        folded = await service.tally(session, customer_id=customer_id, filters=filters, now=now)
+        folded = await listing.tally(session, customer_id=customer_id, filters=filters, now=now)
     assert sum(t.links for t in folded) == 70
     expected = await truth(private_database, customer_id, filters, now)
     assert sum(v for (_, _, m), v in expected.items() if m >= 0) == 70

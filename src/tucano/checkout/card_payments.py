@@ -30,7 +30,7 @@ from tucano.checkout.cards import CardDetails
 from tucano.checkout.models import CardAttempt
 from tucano.core.clock import clock
 from tucano.db.database import Database
-from tucano.payment_links import service as links
+from tucano.payment_links import payments as link_payments
 from tucano.payment_links.installments import split_into_installments
 from tucano.payment_links.models import Payment, PaymentLink
 from tucano.payment_links.schemas import METHOD_CARD, status_at
@@ -241,7 +241,7 @@ async def _record(
             attempt.status, attempt.nsu, attempt.finished_at = "VOIDED", answer.nsu, now
             await session.commit()
             return LinkNotPayable(status)
-        payment = await links.pay_link(
+        payment = await link_payments.pay_link(
             session, link=link, method=METHOD_CARD, installments=installments, receipt=answer.nsu
         )
         attempt.status, attempt.nsu, attempt.finished_at = "APPROVED", answer.nsu, now

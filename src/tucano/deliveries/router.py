@@ -18,7 +18,8 @@ from tucano.api.wire import RangeEnd, RangeStart, WholeNumber, json_response, ra
 from tucano.auth.deps import EventPublisher, WebhookReader, WebhookWriter
 from tucano.core import json_codec
 from tucano.core.errors import AppError, BadRequest, ErrorCode
-from tucano.deliveries import service
+from tucano.deliveries import publication, service
+from tucano.deliveries.compat_2026_11_24 import earlier_publication_fingerprint
 from tucano.deliveries.schemas import (
     EventAccepted,
     EventPublication,
@@ -205,14 +206,14 @@ async def publish_event(
         else:
             (published,) = await service.publish_events_alone(database, [event])
         return json_response(_accepted(published), status_code=202)
-    answer, replayed = await service.publish_event_once(
+    answer, replayed = await publication.publish_event_once(
         database,
         event,
-        idempotency=service.IdempotentPublication(
+        idempotency=publication.IdempotentPublication(
             caller.client_id,
             idempotency_key,
-            service.publication_fingerprint(event),
-            service.earlier_publication_fingerprint(event),
+            publication.publication_fingerprint(event),
+            earlier_publication_fingerprint(event),
         ),
         answer=lambda published: json_codec.dumps(_accepted(published)),
         publish=flows.publish_events_paying_links,

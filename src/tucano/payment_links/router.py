@@ -25,7 +25,7 @@ from tucano.auth.deps import PaymentLinkReader, PaymentLinkWriter
 from tucano.core import json_codec
 from tucano.core.clock import clock
 from tucano.core.errors import BadRequest
-from tucano.payment_links import service
+from tucano.payment_links import creation, export, listing, reads
 from tucano.payment_links.schemas import (
     PaymentLinkCreate,
     PaymentLinkOut,
@@ -92,7 +92,7 @@ async def link_filters(
         ),
     ] = None,
     user_reference: Annotated[str | None, Query(alias="userReference", max_length=77)] = None,
-) -> service.LinkFilters:
+) -> listing.LinkFilters:
     if range_is_reversed(
         start_date,
         end_date,
@@ -100,7 +100,7 @@ async def link_filters(
         end_as_sent=request.query_params.get("endDate"),
     ):
         raise BadRequest("startDate must not be after endDate")
-    return service.LinkFilters(
+    return listing.LinkFilters(
         start=start_date,
         end=end_date,
         payment_receipt=payment_receipt,
@@ -111,7 +111,7 @@ async def link_filters(
     )
 
 
-Filters = Annotated[service.LinkFilters, Depends(link_filters)]
+Filters = Annotated[listing.LinkFilters, Depends(link_filters)]
 
 
 def _presenter(request: Request) -> Callable[[Any, Any], dict[str, Any]]:
@@ -142,7 +142,7 @@ async def create_payment_link(
     request: Request,
 ) -> Response:
     settings = request.app.state.settings
-    link = service.new_link(
+    link = creation.new_link(
         customer_id=caller.customer_id,
         data=body,
         autopay_delay=(
@@ -151,10 +151,10 @@ async def create_payment_link(
             else None
         ),
     )
-    answer = await service.create_link(
+    answer = await creation.create_link(
         request.app.state.database,
-        ref=service.IdempotencyRef(
-            caller.customer_id, transaction_id, service.request_fingerprint(body)
+        ref=creation.IdempotencyRef(
+            caller.customer_id, transaction_id, creation.request_fingerprint(body)
         ),
         link=link,
         response=json_codec.dumps(_presenter(request)(link, None)),
@@ -180,7 +180,7 @@ async def list_payment_links(
     session: ReadSessionDep,
     sort: Annotated[list[str] | None, Query(description="field,asc|desc; repeatable.")] = None,
 ) -> Response:
-    rows, total = await service.list_links(
+    rows, total = await listing.list_links(
         session, customer_id=caller.customer_id, filters=filters, sort=sort or [], page=page
     )
     present = _presenter(request)
@@ -210,7 +210,7 @@ async def report_payment_links(
         request.headers.get("accept", ""), ["application/json", "text/csv"]
     )
     if wanted == "text/csv":
-        rows = service.stream_csv(
+        rows = export.stream_csv(
             request.app.state.database, customer_id=caller.customer_id, filters=filters
         )
         return StreamingResponse(
@@ -221,7 +221,7 @@ async def report_payment_links(
                 "Vary": "Accept",
             },
         )
-    totals = await service.report(session, customer_id=caller.customer_id, filters=filters)
+    totals = await listing.report(session, customer_id=caller.customer_id, filters=filters)
     return json_response(PaymentLinkReport(**totals), headers={"Vary": "Accept"})
 
 
@@ -237,7 +237,7 @@ async def get_payment_link(
     link_uuid: Annotated[CanonicalUUID, Path(alias="linkPaymentUuid")],
     request: Request,
 ) -> Response:
-    link, payment = await service.read_link(
+    link, payment = await reads.read_link(
         request.app.state.database, customer_id=caller.customer_id, link_uuid=link_uuid
     )
     return Response(

@@ -1,0 +1,201 @@
+"""Creating a payment link, idempotently: an x-transaction-id of a customer creates one link,
+and the same request again within 24 hours is answered as the first time."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import cast
+
+from sqlalchemy import Table
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from tucano.brazil.pix import new_br_code_txid
+from tucano.core import json_codec
+from tucano.core.clock import clock
+from tucano.core.errors import Conflict, ErrorCode
+from tucano.core.idempotency import IdempotencyStore
+from tucano.core.money import to_cents
+from tucano.db.database import Database
+from tucano.payment_links import totals
+from tucano.payment_links.models import IdempotencyKey, PaymentLink
+from tucano.payment_links.schemas import PaymentLinkCreate, expiration_of
+
+IDEMPOTENCY_WINDOW = timedelta(hours=24)
+
+
+def request_fingerprint(data: PaymentLinkCreate) -> str:
+    """The same request, whatever its spelling (10.5 or 10.50, punctuation in the document)."""
+    canonical = json_codec.dumps(data.model_dump(mode="python", by_alias=True))
+    return hashlib.sha256(canonical).hexdigest()
+
+
+@dataclass(frozen=True)
+class IdempotencyRef:
+    """An x-transaction-id of a customer, and the fingerprint of the request it came with."""
+
+    customer_id: int
+    key: uuid.UUID
+    fingerprint: str
+
+
+def idempotency_conflict() -> Conflict:
+    return Conflict(
+        ErrorCode.IDEMPOTENCY_CONFLICT,
+        "this x-transaction-id created a payment link with a different body in the last "
+        "24 hours; send a new UUID for a new link",
+    )
+
+
+LINK_KEYS = IdempotencyStore(
+    table=cast(Table, IdempotencyKey.__table__),
+    owner="customer_id",
+    window=IDEMPOTENCY_WINDOW,
+    conflict=idempotency_conflict,
+)
+
+
+def new_link(
+    *, customer_id: int, data: PaymentLinkCreate, autopay_delay: timedelta | None
+) -> PaymentLink:
+    """A new CREATED link, not stored yet. `autopay_delay` (sandbox only) schedules the
+    automatic PIX payment of a link whose amount ends in 01 cents."""
+    now = clock.now()
+    cents = to_cents(data.amount)
+    return PaymentLink(
+        uuid=uuid.uuid4(),
+        customer_id=customer_id,
+        payer_name=data.payer_name,
+        registration_number=data.registration_number,
+        amount_cents=cents,
+        numbers_installments=data.numbers_installments,
+        description=data.description,
+        user_reference=data.user_reference,
+        expiration_days=data.expiration_days,
+        verification_token=100_000 + secrets.randbelow(900_000),
+        status="CREATED",
+        created_at=now,
+        expires_at=expiration_of(now, data.expiration_days),
+        autopay_at=now + autopay_delay if autopay_delay is not None and cents % 100 == 1 else None,
+        pix_txid=new_br_code_txid(),
+    )
+
+
+# PostgreSQL: the idempotency key and the link in one statement (in autocommit, so atomic by
+# itself). The link goes in only if the key did; no link: the caller reads what the key holds.
+_LINK_COLUMNS = (
+    "uuid",
+    "customer_id",
+    "payer_name",
+    "registration_number",
+    "amount_cents",
+    "numbers_installments",
+    "description",
+    "user_reference",
+    "expiration_days",
+    "verification_token",
+    "status",
+    "created_at",
+    "expires_at",
+    "autopay_at",
+    "pix_txid",
+)
+_KEY_ON_POSTGRES = LINK_KEYS.remember_sql(
+    owner="$2", key="$16", fingerprint="$17", answer="$18", now="$12", window_start="$19"
+)
+_CREATE_ON_POSTGRES = f"""
+WITH key AS (
+{_KEY_ON_POSTGRES}
+), link AS (
+    INSERT INTO payment_links ({", ".join(_LINK_COLUMNS)})
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15
+     WHERE EXISTS (SELECT 1 FROM key)
+    RETURNING 1
+), counted AS (
+    INSERT INTO payment_link_day_changes ({", ".join(totals.KEY)}, link_count, amount_cents)
+    SELECT $2, $20, $9, 'CREATED', {totals.UNPAID}, 1, $5 WHERE EXISTS (SELECT 1 FROM link)
+)
+SELECT count(*) FROM link
+"""  # noqa: S608 - our own column names
+_STORED_ANSWER_ON_POSTGRES = LINK_KEYS.find_sql(owner="$1", key="$2", window_start="$3")
+
+
+async def create_link(
+    database: Database, *, ref: IdempotencyRef, link: PaymentLink, response: bytes
+) -> bytes:
+    """Store `link` with `response` as the answer to its x-transaction-id, and return the
+    answer to send: `response`, or, when the x-transaction-id was used in the last 24 hours,
+    the answer it had then (409 if that was for a different request). One link per key, even
+    when requests with the same key race."""
+    if database.dialect == "postgresql":
+        return await _create_on_postgres(database, ref=ref, link=link, response=response)
+    async with database.session() as session:
+        while True:
+            replay = await _find(session, ref)
+            if replay is not None:
+                return replay
+            if await LINK_KEYS.remember(
+                session,
+                owner=ref.customer_id,
+                key=ref.key,
+                fingerprint=ref.fingerprint,
+                answer=response,
+                now=clock.now(),
+            ):
+                break
+        session.add(link)
+        await session.flush()
+        await totals.record_created(session, link)
+        await session.commit()
+    return response
+
+
+async def _create_on_postgres(
+    database: Database, *, ref: IdempotencyRef, link: PaymentLink, response: bytes
+) -> bytes:
+    window_start = link.created_at - IDEMPOTENCY_WINDOW
+    async with database.driver_connection() as connection:
+        created = await connection.fetchval(
+            _CREATE_ON_POSTGRES,
+            *(getattr(link, name) for name in _LINK_COLUMNS),
+            ref.key,
+            ref.fingerprint,
+            response.decode(),
+            window_start,
+            link.created_at.date(),  # created_at is UTC
+        )
+        stored = (
+            None
+            if created
+            else await connection.fetchrow(
+                _STORED_ANSWER_ON_POSTGRES, ref.customer_id, ref.key, window_start
+            )
+        )
+    if created:
+        return response
+    if stored is None:  # the key expired in between: a new request after all
+        return await _create_on_postgres(database, ref=ref, link=link, response=response)
+    replay = LINK_KEYS.replay(stored, (ref.fingerprint,))
+    assert replay is not None
+    return replay
+
+
+async def _find(session: AsyncSession, ref: IdempotencyRef) -> bytes | None:
+    return await LINK_KEYS.find(
+        session,
+        owner=ref.customer_id,
+        key=ref.key,
+        fingerprints=(ref.fingerprint,),
+        now=clock.now(),
+    )
+
+
+async def prune_idempotency_keys(
+    session: AsyncSession, *, now: datetime, batch_size: int = 5000
+) -> int:
+    """Delete one batch of keys older than their window (the runner calls again while there are
+    more)."""
+    return await LINK_KEYS.prune(session, now=now, batch_size=batch_size)

@@ -1,0 +1,78 @@
+"""Helpers of the payment-link tests over HTTP: a link's body, creating it, listing."""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+from typing import Any
+
+from tests.support.service import Merchant
+from tucano.core import json_codec
+
+BASE = "/payment-link/v1"
+LINK_FIELDS = {
+    "linkPaymentUuid",
+    "payerName",
+    "registrationNumber",
+    "amount",
+    "numbersInstallments",
+    "status",
+    "urlPayment",
+    "description",
+    "verificationToken",
+    "installmentsOptions",
+    "userReference",
+    "creationDate",
+    "expirationDays",
+}
+CPF = "529.982.247-25"
+CNPJ = "11.222.333/0001-81"
+ALPHANUMERIC_CNPJ = "12.ABC.345/01DE-35"
+
+
+def new_link(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "payerName": "Maria da Silva",
+        "registrationNumber": CPF,
+        "amount": Decimal("150.00"),
+        "numbersInstallments": 3,
+        "expirationDays": 5,
+        "description": "Pedido 42",
+        "userReference": "order-42",
+    }
+    body.update(overrides)
+    return {k: v for k, v in body.items() if v is not ...}
+
+
+def tx() -> dict[str, str]:
+    return {"x-transaction-id": str(uuid.uuid4())}
+
+
+async def post_link(
+    merchant: Merchant, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> Any:
+    return await merchant.post(
+        BASE,
+        content=json_codec.dumps(body),
+        headers={"content-type": "application/json", **(headers if headers is not None else tx())},
+    )
+
+
+async def create(merchant: Merchant, **overrides: Any) -> dict[str, Any]:
+    response = await post_link(merchant, new_link(**overrides))
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def window(**params: Any) -> dict[str, Any]:
+    return {
+        "startDate": "2000-01-01T00:00:00.000Z",
+        "endDate": "2999-12-31T23:59:59.999Z",
+        **params,
+    }
+
+
+async def listing(merchant: Merchant, **params: Any) -> dict[str, Any]:
+    response = await merchant.get(f"{BASE}/link-payment", params=window(**params), headers=tx())
+    assert response.status_code == 200, response.text
+    return dict(response.json())
