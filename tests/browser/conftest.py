@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page, async_playwright
 
+from tests.support.browser import PHONE
 from tests.support.service import RunningService, start_service
 from tests.support.settings import DELIVERY_SETTINGS, make_settings
 from tucano.db.database import Database
@@ -29,9 +30,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-PHONE = {"width": 390, "height": 844}
-DESKTOP = {"width": 1280, "height": 800}
 
 if not CHROMIUM or not Path(CHROMIUM).exists():
     if os.environ.get("TUCANO_TEST_BROWSER"):
@@ -95,12 +93,3 @@ async def page(context: BrowserContext) -> AsyncIterator[Page]:
     yield opened
     # A blocked asset, a CSP violation or a script error shows up here.
     assert problems == [], problems
-
-
-async def snap(page: Page, name: str) -> None:
-    """Screenshots of the page as it is, at 390 px (a phone) and at 1280 px."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    for label, size in (("390", PHONE), ("1280", DESKTOP)):
-        await page.set_viewport_size(size)
-        await page.screenshot(path=str(ARTIFACTS / f"{name}-{label}.png"), full_page=True)
-    await page.set_viewport_size(PHONE)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from playwright.async_api import Page, expect
 
-from tests.browser.conftest import snap
+from tests.support.browser import snap
 from tests.support.service import RunningService
 
 

@@ -12,10 +12,9 @@ import pytest
 from playwright.async_api import BrowserContext, Page, expect
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
-from tests.browser.conftest import snap
-from tests.browser.support import accessibility_problems, decoded_qr
-from tests.checkout.support import APPROVED_VISA, DECLINED, INSUFFICIENT_FUNDS, checkout_path
-from tests.payment_links.support import BASE, create, tx
+from tests.support.browser import accessibility_problems, decoded_qr, snap
+from tests.support.payer import APPROVED_VISA, DECLINED, INSUFFICIENT_FUNDS, checkout_path
+from tests.support.payment_links import BASE, create, tx
 from tests.support.receivers import Receiver
 from tests.support.service import Merchant, RunningService
 from tucano.core.clock import clock

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text
 
-from tests.checkout.support import (
+from tests.support.payer import (
     APPROVED_VISA,
     DECLINED,
     INSUFFICIENT_FUNDS,
@@ -26,7 +26,7 @@ from tests.checkout.support import (
     form_action,
     hidden_token,
 )
-from tests.payment_links.support import BASE, create, tx
+from tests.support.payment_links import BASE, create, tx
 from tests.support.service import Merchant, RunningService, assert_error_body, start_service
 from tests.support.settings import make_settings
 from tucano.checkout.models import CardAttempt

@@ -17,8 +17,8 @@ import pytest
 import segno
 from sqlalchemy import select
 
-from tests.checkout.support import BROWSER, Payer, checkout_path
-from tests.payment_links.support import BASE, create, tx
+from tests.support.payer import BROWSER, Payer, checkout_path
+from tests.support.payment_links import BASE, create, tx
 from tests.support.service import Merchant, RunningService, assert_error_body
 from tucano.auth.tokens import Scope
 from tucano.brazil.brcode import has_valid_crc, parse_tlv

@@ -12,7 +12,7 @@ from uuid import uuid4
 import pytest
 from sqlalchemy import make_url, text
 
-from tests.payment_links.support import create
+from tests.support.payment_links import create
 from tests.support.service import RunningService, assert_error_body, start_service
 from tests.support.settings import POSTGRES_URL, make_settings
 from tucano.core.errors import ErrorCode

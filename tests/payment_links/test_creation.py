@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from sqlalchemy import text
 
-from tests.payment_links.support import (
+from tests.support.payment_links import (
     ALPHANUMERIC_CNPJ,
     BASE,
     CNPJ,

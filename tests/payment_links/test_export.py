@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.payment_links.support import (
+from tests.support.payment_links import (
     BASE,
     create,
     listing,

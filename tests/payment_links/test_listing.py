@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from tests.payment_links.support import (
+from tests.support.payment_links import (
     BASE,
     CNPJ,
     CPF,

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.payment_links.support import (
+from tests.support.payment_links import (
     BASE,
     create,
     listing,

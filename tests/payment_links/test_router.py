@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.payment_links.support import (
+from tests.support.payment_links import (
     BASE,
     new_link,
     post_link,

@@ -15,6 +15,11 @@ from playwright.async_api import Locator, Page
 AXE_SOURCE = (Path(axe_playwright_python.__file__).parent / "axe.min.js").read_text("utf-8")
 WCAG = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 
+# Screenshots land in test-artifacts/ at the top of the checkout; every page is seen at two widths.
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 800}
+
 
 async def accessibility_problems(page: Page) -> list[dict[str, Any]]:
     """axe-core's serious and critical violations of WCAG 2.1 A and AA on the page as it is.
@@ -33,3 +38,12 @@ async def decoded_qr(element: Locator) -> list[str]:
     """The texts of the QR codes in the element's pixels, as a phone's camera would read them."""
     picture = Image.open(io.BytesIO(await element.screenshot()))
     return [found.text for found in zxingcpp.read_barcodes(picture)]
+
+
+async def snap(page: Page, name: str) -> None:
+    """Screenshots of the page as it is, at 390 px (a phone) and at 1280 px."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    for label, size in (("390", PHONE), ("1280", DESKTOP)):
+        await page.set_viewport_size(size)
+        await page.screenshot(path=str(ARTIFACTS / f"{name}-{label}.png"), full_page=True)
+    await page.set_viewport_size(PHONE)
