@@ -60,7 +60,7 @@ from tucano.clock import clock
 from tucano.config import Settings
 from tucano.db import Database, connect_asyncpg
 from tucano.deliveries import service
-from tucano.deliveries.worker import DeliveryWorker
+from tucano.deliveries.worker.loop import DeliveryWorker
 from tucano.migrations import upgrade
 from tucano.runtime import tune_garbage_collector
 from tucano.webhooks.events import EventType

@@ -20,7 +20,7 @@ from tucano.config import Settings
 from tucano.db import Database, is_database_unavailable
 from tucano.deliveries import result_counts
 from tucano.deliveries import service as deliveries
-from tucano.deliveries.worker import DeliveryWorker
+from tucano.deliveries.worker.loop import DeliveryWorker
 from tucano.errors import exception_summary
 from tucano.payment_links import service as payment_links
 from tucano.payment_links import totals as payment_link_totals

@@ -16,8 +16,8 @@ from tucano.clock import clock
 from tucano.db import Database, connect_asyncpg
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.models import ResultStatus
-from tucano.deliveries.wakeup import WEBHOOK_CHANNEL, WebhookChange, webhook_changes
 from tucano.webhooks import service as webhooks
+from tucano.webhooks.changes import WEBHOOK_CHANNEL, WebhookChange, webhook_changes
 from tucano.webhooks.models import Webhook
 
 T0 = datetime(2032, 1, 10, 10, 0, tzinfo=UTC)

@@ -61,7 +61,7 @@ from tucano.deliveries.models import (
     EventIdempotencyKey,
     ResultStatus,
 )
-from tucano.deliveries.wakeup import NOTIFY_CHANNEL, wakeup
+from tucano.deliveries.worker.wakeup import NOTIFY_CHANNEL, wakeup
 from tucano.errors import AppError, Conflict, ErrorCode, NotFound
 from tucano.pagination import PageRequest
 from tucano.webhooks import service as webhooks

@@ -18,14 +18,14 @@ from tucano.auth.tokens import Principal
 from tucano.clock import clock
 from tucano.config import Settings
 from tucano.db import Database, call_after_commit, in_parts, sqlite_time_text
-from tucano.deliveries.wakeup import (
+from tucano.errors import BadRequest, ErrorCode, NotFound
+from tucano.pagination import PageRequest
+from tucano.webhooks.changes import (
     WEBHOOK_CHANNEL,
     WebhookChange,
     WebhookChanges,
     webhook_changes,
 )
-from tucano.errors import BadRequest, ErrorCode, NotFound
-from tucano.pagination import PageRequest
 from tucano.webhooks.events import EventType
 from tucano.webhooks.models import Webhook
 from tucano.webhooks.schemas import WebhookCreate, WebhookUpdate

@@ -24,7 +24,7 @@ from tests.deliveries.support import (
 from tests.helpers import EMPTY_PAGE, Merchant, RunningService, assert_error_body
 from tests.receivers import Receiver, always, failing_then_ok, hanging
 from tucano import wire
-from tucano.deliveries import worker as worker_module
+from tucano.deliveries.worker import attempts
 from tucano.errors import ErrorCode
 from tucano.webhooks.events import EventType
 from tucano.webhooks.payloads import PAYLOAD_MODELS
@@ -211,7 +211,7 @@ async def test_an_attempt_that_fails_inside_tucano_is_recorded_and_retried_on_sc
     def broken(**_kwargs: Any) -> dict[str, str]:
         raise RuntimeError("a fault in Tucano")
 
-    monkeypatch.setattr(worker_module, "delivery_headers", broken)
+    monkeypatch.setattr(attempts, "delivery_headers", broken)
     webhook = await register(merchant, receiver, "/never")
     await publish(publisher, merchant.customer_id)
     records = await results_for(merchant, 3, webhookId=webhook["webhookId"])
