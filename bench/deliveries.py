@@ -61,7 +61,7 @@ from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.db.engines import connect_asyncpg
 from tucano.deliveries import service
-from tucano.deliveries.worker import DeliveryWorker
+from tucano.deliveries.worker.loop import DeliveryWorker
 from tucano.events.samples import sample_payload
 from tucano.events.types import EventType
 from tucano.migrations import upgrade

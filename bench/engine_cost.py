@@ -55,8 +55,8 @@ from bench.deliveries import (
 from tucano.core import json_codec
 from tucano.deliveries import service
 from tucano.deliveries.models import DeliveryResult
-from tucano.deliveries.sender import Sender, SendResult
-from tucano.deliveries.worker import DeliveryWorker
+from tucano.deliveries.worker.loop import DeliveryWorker
+from tucano.deliveries.worker.sender import Sender, SendResult
 from tucano.events.samples import sample_payload
 from tucano.events.types import EventType
 from tucano.runtime import tune_garbage_collector

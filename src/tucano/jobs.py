@@ -23,7 +23,7 @@ from tucano.db.outages import is_database_unavailable
 from tucano.deliveries import publication as event_publication
 from tucano.deliveries import result_counts
 from tucano.deliveries import service as deliveries
-from tucano.deliveries.worker import DeliveryWorker
+from tucano.deliveries.worker.loop import DeliveryWorker
 from tucano.payment_links import creation as payment_link_creation
 from tucano.payment_links import payments as payment_link_payments
 from tucano.payment_links import totals as payment_link_totals

@@ -17,8 +17,8 @@ from tucano.db.database import Database
 from tucano.db.engines import connect_asyncpg
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.models import ResultStatus
-from tucano.deliveries.wakeup import WEBHOOK_CHANNEL, WebhookChange, webhook_changes
 from tucano.webhooks import service as webhooks
+from tucano.webhooks.changes import WEBHOOK_CHANNEL, WebhookChange, webhook_changes
 from tucano.webhooks.models import Webhook
 
 T0 = datetime(2032, 1, 10, 10, 0, tzinfo=UTC)

@@ -53,7 +53,7 @@ from tucano.deliveries.models import (
     Event,
     ResultStatus,
 )
-from tucano.deliveries.wakeup import NOTIFY_CHANNEL, wakeup
+from tucano.deliveries.worker.wakeup import NOTIFY_CHANNEL, wakeup
 from tucano.events.payloads import Payload, published
 from tucano.events.types import EventType
 from tucano.webhooks import service as webhooks

@@ -22,13 +22,13 @@ from tucano.core.errors import BadRequest, ErrorCode, NotFound
 from tucano.db.base import sqlite_time_text
 from tucano.db.bulk import in_parts
 from tucano.db.database import Database, call_after_commit
-from tucano.deliveries.wakeup import (
+from tucano.events.types import EventType
+from tucano.webhooks.changes import (
     WEBHOOK_CHANNEL,
     WebhookChange,
     WebhookChanges,
     webhook_changes,
 )
-from tucano.events.types import EventType
 from tucano.webhooks.models import Webhook
 from tucano.webhooks.schemas import WebhookCreate, WebhookUpdate
 from tucano.webhooks.signing import after_rotation

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from tests.support.receivers import Behaviour, Received, Receiver, always
 from tucano.core.clock import clock
-from tucano.deliveries.sender import RESPONSE_BODY_LIMIT, Sender, SendResult
+from tucano.deliveries.worker.sender import RESPONSE_BODY_LIMIT, Sender, SendResult
 
 LOOPBACK = [ipaddress.ip_network("127.0.0.0/8")]
 

@@ -25,7 +25,7 @@ from tests.support.receivers import Receiver, always, failing_then_ok, hanging
 from tests.support.service import EMPTY_PAGE, Merchant, RunningService, assert_error_body
 from tucano.core import json_codec
 from tucano.core.errors import ErrorCode
-from tucano.deliveries import worker as worker_module
+from tucano.deliveries.worker import attempts
 from tucano.events.payloads import PAYLOAD_MODELS
 from tucano.events.samples import sample_payload
 from tucano.events.types import EventType
@@ -211,7 +211,7 @@ async def test_an_attempt_that_fails_inside_tucano_is_recorded_and_retried_on_sc
     def broken(**_kwargs: Any) -> dict[str, str]:
         raise RuntimeError("a fault in Tucano")
 
-    monkeypatch.setattr(worker_module, "delivery_headers", broken)
+    monkeypatch.setattr(attempts, "delivery_headers", broken)
     webhook = await register(merchant, receiver, "/never")
     await publish(publisher, merchant.customer_id)
     records = await results_for(merchant, 3, webhookId=webhook["webhookId"])

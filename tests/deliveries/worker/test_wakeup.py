@@ -13,13 +13,8 @@ from sqlalchemy.engine import make_url
 
 from tests.support.settings import POSTGRES_URL
 from tucano.db.engines import connect_asyncpg
-from tucano.deliveries.wakeup import (
-    NOTIFY_CHANNEL,
-    WebhookChange,
-    listen_for_notifications,
-    wakeup,
-    webhook_changes,
-)
+from tucano.deliveries.worker.wakeup import NOTIFY_CHANNEL, listen_for_notifications, wakeup
+from tucano.webhooks.changes import WebhookChange, webhook_changes
 
 pytestmark = [
     pytest.mark.postgres,
@@ -147,11 +142,11 @@ async def test_a_listener_whose_connection_the_server_ended_says_so_at_once() ->
 def test_an_outage_of_the_listener_is_a_line_a_minute(monkeypatch: pytest.MonkeyPatch) -> None:
     from structlog.testing import capture_logs
 
-    from tucano.deliveries import wakeup as wakeup_module
+    from tucano.deliveries.worker import wakeup as wakeup_module
 
     now = 1000.0
     monkeypatch.setattr(wakeup_module.time, "monotonic", lambda: now)
-    outage = wakeup_module._Outage()
+    outage = wakeup_module.ListenerOutage()
     with capture_logs() as logs:
         for _ in range(30):  # a try a second
             outage.failed("ConnectionRefusedError")
@@ -168,7 +163,7 @@ def test_an_outage_of_the_listener_is_a_line_a_minute(monkeypatch: pytest.Monkey
 async def test_a_connection_that_keeps_dropping_is_tried_again_once_a_second(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from tucano.deliveries import wakeup as wakeup_module
+    from tucano.deliveries.worker import wakeup as wakeup_module
 
     connects = 0
 

@@ -3,8 +3,8 @@
 - New deliveries committed: `publish_events` registers `wakeup.notify` to run after its
   transaction commits (this process) and runs `pg_notify` in it (other processes on PostgreSQL).
 - A webhook changed or deleted: the webhooks service does the same with `webhook_changes` and
-  its own channel, so that workers drop what they hold for it under the old URL, secret or
-  state (see worker.py).
+  its own channel (`tucano.webhooks.changes`), which the listener here relays, so that workers
+  drop what they hold for it under the old URL, secret or state (see loop.py).
 
 Every worker keeps one connection LISTENing on PostgreSQL. Workers still poll
 (TUCANO_DELIVERY_POLL_INTERVAL_SECONDS) for retries that come due and for other processes on
@@ -16,16 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
-from typing import NamedTuple
 
 import asyncpg
 import structlog
 
 from tucano.db.engines import connect_asyncpg
+from tucano.webhooks.changes import WEBHOOK_CHANNEL, WebhookChanges, webhook_changes
 
 NOTIFY_CHANNEL = "tucano_deliveries"
-WEBHOOK_CHANNEL = "tucano_webhooks"
 
 log = structlog.get_logger("tucano.deliveries")
 
@@ -52,55 +50,13 @@ class Wakeup:
 wakeup = Wakeup()
 
 
-class WebhookChange(NamedTuple):
-    webhook_id: int
-    deleted: bool  # else changed: its URL, secret or state
-
-
-class WebhookChanges:
-    """A broadcast of webhook changes to every listener of this process."""
-
-    def __init__(self) -> None:
-        self._listeners: set[Callable[[WebhookChange | None], None]] = set()
-
-    def notify(self, change: WebhookChange) -> None:
-        for listener in list(self._listeners):
-            listener(change)
-
-    def notify_missed(self) -> None:
-        """Changes may have gone unheard (the listener was down): any webhook may have changed.
-        Listeners are called with None."""
-        for listener in list(self._listeners):
-            listener(None)
-
-    def listen(self, listener: Callable[[WebhookChange | None], None]) -> None:
-        self._listeners.add(listener)
-
-    def forget(self, listener: Callable[[WebhookChange | None], None]) -> None:
-        self._listeners.discard(listener)
-
-    @staticmethod
-    def encode(change: WebhookChange) -> str:
-        return f"{change.webhook_id}:{'deleted' if change.deleted else 'changed'}"
-
-    @staticmethod
-    def decode(payload: str) -> WebhookChange | None:
-        webhook_id, _, kind = payload.partition(":")
-        if not webhook_id.isdigit() or kind not in ("deleted", "changed"):
-            return None
-        return WebhookChange(int(webhook_id), kind == "deleted")
-
-
-webhook_changes = WebhookChanges()
-
-
 def _relay_webhook_change(_connection: object, _pid: int, _channel: str, payload: str) -> None:
     change = WebhookChanges.decode(payload)
     if change is not None:
         webhook_changes.notify(change)
 
 
-class _Outage:
+class ListenerOutage:
     """The listener's log while it cannot connect: a line when it goes down, then one a minute
     (it tries every second), and one when it is back."""
 
@@ -123,7 +79,7 @@ class _Outage:
         self.failures = 0
 
 
-def _deaf(listened_before: bool) -> None:
+def _on_connection_lost(listened_before: bool) -> None:
     """The listener just lost its connection: what workers hold may already be stale (a webhook
     deleted while the connection was going), so they are told at once, not only once it is back
     (as they are then too, for what changed in between)."""
@@ -131,7 +87,7 @@ def _deaf(listened_before: bool) -> None:
         webhook_changes.notify_missed()
 
 
-async def _until_either(first: asyncio.Event, second: asyncio.Event) -> None:
+async def _wait_for_either(first: asyncio.Event, second: asyncio.Event) -> None:
     waits = [asyncio.ensure_future(first.wait()), asyncio.ensure_future(second.wait())]
     try:
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -149,7 +105,7 @@ async def listen_for_notifications(
     long, finds it out, and the loop connects again, then tells `webhook_changes` that changes
     may have been missed meanwhile."""
     listened_before = False
-    down = _Outage()
+    down = ListenerOutage()
     while not stop.is_set():
         connection: asyncpg.Connection | None = None
         try:
@@ -170,7 +126,7 @@ async def listen_for_notifications(
             while not stop.is_set() and not lost.is_set() and not opened.is_closed():
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(probe_every):
-                        await _until_either(stop, lost)
+                        await _wait_for_either(stop, lost)
                 if not stop.is_set() and not lost.is_set():
                     await asyncio.wait_for(opened.fetchval("SELECT 1"), timeout=probe_every)
                     down.over()  # back for good: it has answered a probe
@@ -178,7 +134,7 @@ async def listen_for_notifications(
                 raise ConnectionResetError("the server ended the connection")
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             if down.failed(type(exc).__name__):  # once per outage: it tries every second
-                _deaf(listened_before)
+                _on_connection_lost(listened_before)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=1)
         finally:

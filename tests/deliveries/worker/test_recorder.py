@@ -14,9 +14,10 @@ from structlog.testing import capture_logs
 from tests.support.settings import make_settings
 from tucano.core.clock import clock
 from tucano.db.database import Database
-from tucano.deliveries import service, worker
+from tucano.deliveries import service
 from tucano.deliveries.models import ResultStatus
-from tucano.deliveries.worker import DeliveryWorker
+from tucano.deliveries.worker import loop, recorder
+from tucano.deliveries.worker.loop import DeliveryWorker
 
 
 def outcome(event_id: str = "evt_1") -> service.Outcome:
@@ -72,8 +73,8 @@ class FlakyDatabase:
 
 @pytest.fixture
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(worker, "RECORD_RETRY_PAUSES", (0.001, 0.002))
-    monkeypatch.setattr(worker, "RECORD_AT_STOP_SECONDS", 0.05)
+    monkeypatch.setattr(recorder, "RECORD_RETRY_PAUSES", (0.001, 0.002))
+    monkeypatch.setattr(recorder, "RECORD_AT_STOP_SECONDS", 0.05)
 
 
 def new_worker() -> DeliveryWorker:
@@ -88,7 +89,7 @@ async def test_outcomes_wait_out_a_database_outage_of_any_length(
     flaky = FlakyDatabase(50, ConnectionError("connection refused"))
     monkeypatch.setattr(service, "record_outcomes", flaky.record)
     with capture_logs() as logs:
-        await new_worker()._write([outcome()], stopping=asyncio.Event())
+        await new_worker().recorder.record([outcome()], stopping=asyncio.Event())
     assert len(flaky.recorded) == 1 and flaky.calls == 51
     assert [e["event"] for e in logs].count("delivery_record_failed") == 50
     assert logs[-1]["event"] == "delivery_record_resumed"
@@ -103,7 +104,9 @@ async def test_at_shutdown_outcomes_are_given_up_after_a_bound_and_said_so(
     stopping = asyncio.Event()
     stopping.set()
     with capture_logs() as logs:
-        await asyncio.wait_for(new_worker()._write([outcome("evt_9")], stopping=stopping), 5)
+        await asyncio.wait_for(
+            new_worker().recorder.record([outcome("evt_9")], stopping=stopping), 5
+        )
     assert flaky.recorded == []
     (unrecorded,) = [e for e in logs if e["event"] == "delivery_outcomes_unrecorded"]
     assert unrecorded["batch"] == 1 and unrecorded["eventIds"] == ["evt_9"]
@@ -117,8 +120,10 @@ async def test_a_batch_the_database_refuses_for_a_fault_is_not_retried_for_ever(
     flaky = FlakyDatabase(10**9, ValueError("not a valid row"))
     monkeypatch.setattr(service, "record_outcomes", flaky.record)
     with capture_logs() as logs:
-        await asyncio.wait_for(new_worker()._write([outcome()], stopping=asyncio.Event()), 5)
-    assert flaky.calls == worker.RECORD_FAULT_RETRIES
+        await asyncio.wait_for(
+            new_worker().recorder.record([outcome()], stopping=asyncio.Event()), 5
+        )
+    assert flaky.calls == recorder.RECORD_FAULT_RETRIES
     assert logs[-1]["event"] == "delivery_outcomes_unrecorded"
 
 
@@ -138,7 +143,7 @@ async def test_claims_are_given_back_again_after_a_lost_connection(
         return []
 
     monkeypatch.setattr(service, "release_claims", release)
-    monkeypatch.setattr(worker, "RELEASE_RETRY_PAUSES", (0.001, 0.001))
+    monkeypatch.setattr(loop, "RELEASE_RETRY_PAUSES", (0.001, 0.001))
     held = [outcome().claimed]
     await new_worker()._release(held, due_in=timedelta(0))
     assert calls == [held, held]
@@ -162,11 +167,13 @@ async def test_no_claims_while_outcomes_wait_for_the_database(
         return service.Claim([], more_due=False)
 
     monkeypatch.setattr(service, "claim_due_deliveries", claim)
-    writing = asyncio.create_task(delivery_worker._write([outcome()], stopping=asyncio.Event()))
+    writing = asyncio.create_task(
+        delivery_worker.recorder.record([outcome()], stopping=asyncio.Event())
+    )
     try:
         await flaky.tried.wait()
         await asyncio.sleep(0.05)  # the failure seen: retried every 2 ms meanwhile
-        assert delivery_worker._unrecorded
+        assert delivery_worker.recorder.unrecorded
         await delivery_worker._claim(10)
         assert claims == []
         flaky.failures = 0  # the database is back
@@ -182,14 +189,14 @@ async def test_the_allowance_at_shutdown_is_one_for_all_batches(
 ) -> None:
     flaky = FlakyDatabase(10**9, ConnectionError("connection refused"))
     monkeypatch.setattr(service, "record_outcomes", flaky.record)
-    monkeypatch.setattr(worker, "RECORD_AT_STOP_SECONDS", 0.3)
+    monkeypatch.setattr(recorder, "RECORD_AT_STOP_SECONDS", 0.3)
     stopping = asyncio.Event()
     stopping.set()
     delivery_worker = new_worker()
     started = asyncio.get_running_loop().time()
     with capture_logs() as logs:
         for batch in range(4):
-            await delivery_worker._write([outcome(f"evt_{batch}")], stopping=stopping)
+            await delivery_worker.recorder.record([outcome(f"evt_{batch}")], stopping=stopping)
     assert asyncio.get_running_loop().time() - started < 0.6  # not 4 x 0.3 s
     unrecorded = [e for e in logs if e["event"] == "delivery_outcomes_unrecorded"]
     assert [e["eventIds"] for e in unrecorded] == [[f"evt_{b}"] for b in range(4)]
@@ -205,16 +212,16 @@ async def test_claims_wait_until_every_outcome_queued_meanwhile_is_recorded(
 
     async def record(database: Any, outcomes: Sequence[service.Outcome]) -> None:
         if flaky.calls == 0 and ours(database):
-            delivery_worker._outcomes.append(outcome("evt_b"))  # finished meanwhile
+            delivery_worker.recorder.outcomes.append(outcome("evt_b"))  # finished meanwhile
         await flaky.record(database, outcomes)
 
     monkeypatch.setattr(service, "record_outcomes", record)
-    await delivery_worker._write([outcome("evt_a")], stopping=asyncio.Event())
-    assert delivery_worker._unrecorded
-    queued = delivery_worker._outcomes[:]
-    delivery_worker._outcomes.clear()
-    await delivery_worker._write(queued, stopping=asyncio.Event())
-    assert not delivery_worker._unrecorded
+    await delivery_worker.recorder.record([outcome("evt_a")], stopping=asyncio.Event())
+    assert delivery_worker.recorder.unrecorded
+    queued = delivery_worker.recorder.outcomes[:]
+    delivery_worker.recorder.outcomes.clear()
+    await delivery_worker.recorder.record(queued, stopping=asyncio.Event())
+    assert not delivery_worker.recorder.unrecorded
     assert [o.claimed.event_id for o in flaky.recorded] == ["evt_a", "evt_b"]
 
 
@@ -224,7 +231,7 @@ async def test_a_worker_gated_by_unrecorded_outcomes_still_stops(
     """The claim loop must wait while claims are held back, not spin: a spinning loop starved
     the recorder that would have released it, and the stop itself."""
     delivery_worker = new_worker()
-    delivery_worker._unrecorded = True
+    delivery_worker.recorder.unrecorded = True
     delivery_worker._more_due = True  # the last claim was full
     stop = asyncio.Event()
     asyncio.get_running_loop().call_later(0.3, stop.set)
@@ -235,7 +242,7 @@ async def test_a_try_under_way_at_the_stop_is_given_up_with_the_allowance(
     monkeypatch: pytest.MonkeyPatch, quick_retries: None
 ) -> None:
     """A database that hangs rather than refuses: the try began before the stop."""
-    monkeypatch.setattr(worker, "RECORD_AT_STOP_SECONDS", 0.2)
+    monkeypatch.setattr(recorder, "RECORD_AT_STOP_SECONDS", 0.2)
 
     async def hang(database: Any, outcomes: Any) -> None:
         if not ours(database):
@@ -247,5 +254,5 @@ async def test_a_try_under_way_at_the_stop_is_given_up_with_the_allowance(
     stopping = asyncio.Event()
     asyncio.get_running_loop().call_later(0.1, stopping.set)
     with capture_logs() as logs:
-        await asyncio.wait_for(new_worker()._write([outcome()], stopping=stopping), 2)
+        await asyncio.wait_for(new_worker().recorder.record([outcome()], stopping=stopping), 2)
     assert logs[-1]["event"] == "delivery_outcomes_unrecorded"

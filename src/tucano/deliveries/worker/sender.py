@@ -21,7 +21,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
 import tucano
-from tucano.deliveries.retry import parse_retry_after
+from tucano.deliveries.worker.retry import parse_retry_after
 from tucano.webhooks.url_safety import (
     IPNetwork,
     TargetRefused,
@@ -192,8 +192,8 @@ class Sender:
             except aiohttp.ClientResponseError as exc:
                 error = f"the answer was not valid HTTP: {exc.message}"
             except aiohttp.InvalidURL as exc:
-                # Such as an IPv4 address in a spelling the client refuses (127.1), registered
-                # before registration refused them; spellings it reads as names still work.
+                # An IPv4 spelling the client refuses (127.1) on a webhook an older release
+                # registered; spellings it reads as names still work.
                 error = f"targetUrl cannot be sent to: {exc}"
             except aiohttp.ClientConnectionError as exc:
                 error = f"connection error: {exc}"
