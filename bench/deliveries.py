@@ -59,7 +59,7 @@ from tucano import wire
 from tucano.clock import clock
 from tucano.config import Settings
 from tucano.db import Database, connect_asyncpg
-from tucano.deliveries import service
+from tucano.deliveries import outbox
 from tucano.deliveries.worker import DeliveryWorker
 from tucano.migrations import upgrade
 from tucano.runtime import tune_garbage_collector
@@ -368,9 +368,9 @@ async def publish(
 ) -> None:
     """Events in one transaction through the outbox (`publish_events`)."""
     async with database.session() as session:
-        published = await service.publish_events(
+        published = await outbox.publish_events(
             session,
-            [service.NewEvent(CUSTOMER_ID, EventType.PIX_OUTBOUND, p) for p in payloads],
+            [outbox.NewEvent(CUSTOMER_ID, EventType.PIX_OUTBOUND, p) for p in payloads],
         )
         await session.commit()
     now = time.time()

@@ -18,8 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from tucano.clock import clock
 from tucano.config import Settings
 from tucano.db import Database, is_database_unavailable
-from tucano.deliveries import result_counts
-from tucano.deliveries import service as deliveries
+from tucano.deliveries import cancellation, publication, result_counts, results
 from tucano.deliveries.worker import DeliveryWorker
 from tucano.errors import exception_summary
 from tucano.payment_links import service as payment_links
@@ -51,17 +50,17 @@ def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
         return len(ids)
 
     async def record_abandoned(session: AsyncSession) -> int:
-        return await deliveries.record_abandoned_cancellations(session, now=clock.now())
+        return await cancellation.record_abandoned_cancellations(session, now=clock.now())
 
     async def prune(session: AsyncSession) -> int:
-        return await deliveries.prune_history(
+        return await results.prune_history(
             session, older_than=clock.now() - settings.result_retention
         )
 
     async def prune_keys(session: AsyncSession) -> int:
         now = clock.now()
         pruned = await payment_links.prune_idempotency_keys(session, now=now)
-        return pruned + await deliveries.prune_event_idempotency_keys(session, now=now)
+        return pruned + await publication.prune_event_idempotency_keys(session, now=now)
 
     async def autopay(session: AsyncSession) -> int:
         return await payment_links.run_due_autopayments(session)

@@ -17,7 +17,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.clock import clock
-from tucano.deliveries import service as deliveries
+from tucano.deliveries import outbox as deliveries
 from tucano.money import to_cents
 from tucano.payment_links import service as links
 from tucano.payment_links.models import Payment

@@ -20,7 +20,7 @@ from tucano import wire
 from tucano.auth.tokens import Scope
 from tucano.clock import clock
 from tucano.db import Database
-from tucano.deliveries import service
+from tucano.deliveries import outbox, publication
 from tucano.deliveries.models import EventIdempotencyKey
 from tucano.errors import AppError, ErrorCode
 from tucano.webhooks.events import EventType
@@ -175,7 +175,7 @@ async def test_expired_publication_keys_are_pruned_in_batches(private_database: 
     for _ in range(4):
         async with private_database.session() as session:
             pruned.append(
-                await service.prune_event_idempotency_keys(
+                await publication.prune_event_idempotency_keys(
                     session, now=long_ago + timedelta(hours=36), batch_size=5
                 )
             )
@@ -246,15 +246,15 @@ async def test_a_key_stored_by_an_earlier_release_still_replays(
         await session.commit()
 
     def attempt(payload: dict[str, Any]) -> Any:
-        event = service.NewEvent(1, event_type, PAYLOAD_MODELS[event_type].model_validate(payload))
-        return service.publish_event_once(
+        event = outbox.NewEvent(1, event_type, PAYLOAD_MODELS[event_type].model_validate(payload))
+        return publication.publish_event_once(
             private_database,
             event,
-            idempotency=service.IdempotentPublication(
+            idempotency=publication.IdempotentPublication(
                 "publisher",
                 key,
-                service.publication_fingerprint(event),
-                service.earlier_publication_fingerprint(event),
+                publication.publication_fingerprint(event),
+                publication.earlier_publication_fingerprint(event),
             ),
             answer=lambda published: b"{}",
         )

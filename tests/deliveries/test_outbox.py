@@ -15,8 +15,16 @@ from tests.helpers import new_customer_id
 from tucano import wire
 from tucano.clock import clock
 from tucano.db import Database, connect_asyncpg
-from tucano.deliveries import service
+from tucano.deliveries import cancellation, outbox, results
 from tucano.deliveries.models import Delivery, DeliveryResult, Event, ResultStatus
+from tucano.deliveries.queue import (
+    NOT_RETRIED,
+    ClaimedDelivery,
+    Outcome,
+    claim_due_deliveries,
+    record_outcomes,
+    release_claims,
+)
 from tucano.pagination import PageRequest
 from tucano.webhooks import service as webhooks
 from tucano.webhooks.events import EventType
@@ -46,7 +54,7 @@ async def add_webhook(database: Database, customer_id: int, *, active: bool = Tr
 
 async def publish(database: Database, customer_id: int, *, commit: bool = True) -> int:
     async with database.session() as session:
-        published = await service.publish_event(
+        published = await outbox.publish_event(
             session,
             customer_id=customer_id,
             event_type=EventType.PIX_OUTBOUND,
@@ -56,16 +64,16 @@ async def publish(database: Database, customer_id: int, *, commit: bool = True) 
     return published.deliveries
 
 
-async def claim(database: Database, customer_id: int) -> list[service.ClaimedDelivery]:
-    claims = (await service.claim_due_deliveries(database, limit=1000, lease=LEASE)).deliveries
+async def claim(database: Database, customer_id: int) -> list[ClaimedDelivery]:
+    claims = (await claim_due_deliveries(database, limit=1000, lease=LEASE)).deliveries
     return [c for c in claims if c.customer_id == customer_id]
 
 
-async def record_success(database: Database, claims: list[service.ClaimedDelivery]) -> None:
-    await service.record_outcomes(
+async def record_success(database: Database, claims: list[ClaimedDelivery]) -> None:
+    await record_outcomes(
         database,
         [
-            service.Outcome(
+            Outcome(
                 claimed=c,
                 status=ResultStatus.SUCCESS,
                 target_url="https://hooks.example.com/x",
@@ -159,8 +167,8 @@ async def test_one_record_moves_each_delivery_by_its_own_outcome(
     now = clock.now()
     later = now + timedelta(minutes=5)
 
-    def outcome(claimed: service.ClaimedDelivery, next_at: timedelta | None) -> service.Outcome:
-        return service.Outcome(
+    def outcome(claimed: ClaimedDelivery, next_at: timedelta | None) -> Outcome:
+        return Outcome(
             claimed=claimed,
             status=ResultStatus.SUCCESS if next_at is None else ResultStatus.PENDING_RETRY,
             target_url="https://hooks.example.com/x",
@@ -172,7 +180,7 @@ async def test_one_record_moves_each_delivery_by_its_own_outcome(
             next_attempt_at=None if next_at is None else now + next_at,
         )
 
-    await service.record_outcomes(
+    await record_outcomes(
         private_database,
         [
             outcome(done, None),
@@ -198,13 +206,13 @@ async def test_one_record_moves_each_delivery_by_its_own_outcome(
     assert results[retried.delivery_id].next_attempt_at == later
     gone = results[vanished.delivery_id]
     assert gone.status == ResultStatus.FAILED and gone.next_attempt_at is None
-    assert gone.error_message == "HTTP 503" + service.NOT_RETRIED
+    assert gone.error_message == "HTTP 503" + NOT_RETRIED
 
 
 async def delete_webhook(database: Database, customer_id: int, webhook_id: int) -> None:
     """As DELETE /webhook/v1/{id} does it."""
     async with database.session() as session:
-        await service.cancel_deliveries_to(
+        await cancellation.cancel_deliveries_to(
             session,
             customer_id=customer_id,
             webhook_id=webhook_id,
@@ -228,7 +236,7 @@ async def test_giving_back_claims_names_those_whose_webhook_was_deleted_meanwhil
     await delete_webhook(private_database, customer, deleted)
     assert await count(private_database, DeliveryResult, customer) == 0  # left to the holder
 
-    cancelled = await service.release_claims(
+    cancelled = await release_claims(
         private_database, list(claims.values()), due_at=clock.now(), lease=LEASE
     )
 
@@ -248,9 +256,7 @@ async def test_a_give_back_that_ends_after_the_lease_still_names_what_the_deleti
         (held,) = await claim(private_database, customer)
         await delete_webhook(private_database, customer, webhook_id)
         frozen.advance(LEASE + timedelta(seconds=1))
-        cancelled = await service.release_claims(
-            private_database, [held], due_at=clock.now(), lease=LEASE
-        )
+        cancelled = await release_claims(private_database, [held], due_at=clock.now(), lease=LEASE)
     assert cancelled == [held]
 
 
@@ -266,10 +272,7 @@ async def test_giving_back_claims_names_none_the_holder_need_not_record(
     async with private_database.session() as session:
         await session.delete(await session.get(Delivery, finished.delivery_id))
         await session.commit()
-    assert (
-        await service.release_claims(private_database, [finished], due_at=clock.now(), lease=LEASE)
-        == []
-    )
+    assert await release_claims(private_database, [finished], due_at=clock.now(), lease=LEASE) == []
 
     # Its webhook deleted after the lease ran out: the deletion recorded it, once.
     webhook_id = await add_webhook(private_database, customer)
@@ -278,10 +281,7 @@ async def test_giving_back_claims_names_none_the_holder_need_not_record(
         (held,) = [c for c in await claim(private_database, customer) if c.webhook_id == webhook_id]
         frozen.advance(LEASE + timedelta(seconds=1))
         await delete_webhook(private_database, customer, webhook_id)
-        assert (
-            await service.release_claims(private_database, [held], due_at=clock.now(), lease=LEASE)
-            == []
-        )
+        assert await release_claims(private_database, [held], due_at=clock.now(), lease=LEASE) == []
     async with private_database.session() as session:
         records = list(
             await session.scalars(
@@ -294,7 +294,7 @@ async def test_giving_back_claims_names_none_the_holder_need_not_record(
 async def sweep_abandoned(database: Database) -> int:
     """The periodic job that records what a killed worker held when its webhook was deleted."""
     async with database.session() as session:
-        done = await service.record_abandoned_cancellations(session, now=clock.now())
+        done = await cancellation.record_abandoned_cancellations(session, now=clock.now())
         await session.commit()
     return done
 
@@ -326,18 +326,18 @@ async def test_what_a_killed_worker_held_when_its_webhook_was_deleted_is_recorde
         frozen.advance(LEASE)
         await sweep_abandoned(private_database)
         assert await results_of(private_database, webhook_id) == []  # the holder may still
-        frozen.advance(service.ABANDONED_AFTER)
+        frozen.advance(cancellation.ABANDONED_AFTER)
         assert await sweep_abandoned(private_database) >= 1
         await sweep_abandoned(private_database)
     assert await results_of(private_database, webhook_id) == [
-        (held.attempt, ResultStatus.FAILED, service.ABANDONED)
+        (held.attempt, ResultStatus.FAILED, cancellation.ABANDONED)
     ]
     # The results list's totals count it (they add up hour counts, not rows).
     async with private_database.session() as session:
-        _, total = await service.list_results(
+        _, total = await results.list_results(
             session,
             customer_id=customer,
-            filters=service.ResultFilters(webhook_id=webhook_id),
+            filters=results.ResultFilters(webhook_id=webhook_id),
             page=PageRequest(page=0, size=10),
         )
     assert total == 1
@@ -356,14 +356,14 @@ async def test_what_its_holder_recorded_after_the_deletion_is_not_recorded_again
         if holder == "records its attempt":
             await record_success(private_database, [held])
         else:
-            cancelled = await service.release_claims(
+            cancelled = await release_claims(
                 private_database, [held], due_at=clock.now(), lease=LEASE
             )
             assert cancelled == [held]  # the worker records these as not sent
-            await service.record_outcomes(
+            await record_outcomes(
                 private_database,
                 [
-                    service.Outcome(
+                    Outcome(
                         claimed=held,
                         status=ResultStatus.FAILED,
                         target_url="https://hooks.example.com/x",
@@ -376,7 +376,7 @@ async def test_what_its_holder_recorded_after_the_deletion_is_not_recorded_again
                     )
                 ],
             )
-        frozen.advance(LEASE + service.ABANDONED_AFTER)
+        frozen.advance(LEASE + cancellation.ABANDONED_AFTER)
         await sweep_abandoned(private_database)
     assert len(await results_of(private_database, webhook_id)) == 1
 
@@ -391,7 +391,7 @@ async def test_abandoned_deliveries_are_recorded_once_by_jobs_running_at_once(
     with clock.freeze() as frozen:
         assert len(await claim(private_database, customer)) == 5
         await delete_webhook(private_database, customer, webhook_id)
-        frozen.advance(LEASE + service.ABANDONED_AFTER)
+        frozen.advance(LEASE + cancellation.ABANDONED_AFTER)
         await asyncio.gather(*(sweep_abandoned(private_database) for _ in range(3)))
     records = await results_of(private_database, webhook_id)
     assert len(records) == 5 and {status for _, status, _ in records} == {ResultStatus.FAILED}
@@ -440,9 +440,7 @@ async def test_claims_are_given_back_in_the_order_a_deletion_locks_them(
         deletion = await deletion_holding(admin, [first.delivery_id])
         # Given back in the worker's order, not the ids'.
         giving_back = asyncio.create_task(
-            service.release_claims(
-                private_database, [second, first], due_at=clock.now(), lease=LEASE
-            )
+            release_claims(private_database, [second, first], due_at=clock.now(), lease=LEASE)
         )
         await waiting_on_a_lock(admin, "UPDATE deliveries%")
         # The deletion goes on to its next row: free, since the give-back waits at the first.
@@ -472,7 +470,7 @@ async def test_a_retry_is_recorded_by_what_the_queue_holds_once_its_row_is_locke
     await publish(private_database, customer)
     (held,) = await claim(private_database, customer)
     now = clock.now()
-    retry = service.Outcome(
+    retry = Outcome(
         claimed=held,
         status=ResultStatus.PENDING_RETRY,
         target_url="https://hooks.example.com/x",
@@ -486,7 +484,7 @@ async def test_a_retry_is_recorded_by_what_the_queue_holds_once_its_row_is_locke
     admin = await connect_asyncpg(private_database.url)
     try:
         other_session = await deletion_holding(admin, [held.delivery_id])
-        recording = asyncio.create_task(service.record_outcomes(private_database, [retry]))
+        recording = asyncio.create_task(record_outcomes(private_database, [retry]))
         await waiting_on_a_lock(admin, "%INSERT INTO delivery_results%")
         if meanwhile == "deleted":
             await admin.execute("DELETE FROM deliveries WHERE id = $1", held.delivery_id)
@@ -506,7 +504,7 @@ async def test_a_retry_is_recorded_by_what_the_queue_holds_once_its_row_is_locke
         queued = await session.get(Delivery, held.delivery_id)
     if meanwhile == "deleted":
         assert record.status == ResultStatus.FAILED and record.next_attempt_at is None
-        assert record.error_message == "receiver answered HTTP 500" + service.NOT_RETRIED
+        assert record.error_message == "receiver answered HTTP 500" + NOT_RETRIED
     else:
         assert record.status == ResultStatus.PENDING_RETRY
         assert queued is not None and queued.attempts == 0  # not this worker's to move
@@ -523,7 +521,7 @@ async def test_pruning_removes_old_history_only(private_database: Database) -> N
     assert await count(private_database, DeliveryResult, customer) == 1
 
     async with private_database.session() as session:
-        removed = await service.prune_history(session, older_than=clock.now() - timedelta(days=90))
+        removed = await results.prune_history(session, older_than=clock.now() - timedelta(days=90))
         await session.commit()
     assert removed >= 2  # the old result, and the old event with its finished delivery
     assert await count(private_database, DeliveryResult, customer) == 0
@@ -548,9 +546,9 @@ async def test_a_webhook_with_a_large_backlog_can_still_be_deleted(
     backlog = 40_000
     payload = sample_payload(EventType.PIX_OUTBOUND)
     async with private_database.session() as session:
-        await service.publish_events(
+        await outbox.publish_events(
             session,
-            [service.NewEvent(customer, EventType.PIX_OUTBOUND, payload) for _ in range(backlog)],
+            [outbox.NewEvent(customer, EventType.PIX_OUTBOUND, payload) for _ in range(backlog)],
         )
         await session.commit()
     assert await count(private_database, Delivery, customer) == backlog
@@ -570,24 +568,20 @@ async def test_a_worker_can_give_back_more_claims_than_a_statement_takes(
     await add_webhook(private_database, customer)
     held = 40_000
     async with private_database.session() as session:
-        await service.publish_events(
+        await outbox.publish_events(
             session,
             [
-                service.NewEvent(
+                outbox.NewEvent(
                     customer, EventType.PIX_OUTBOUND, sample_payload(EventType.PIX_OUTBOUND)
                 )
                 for _ in range(held)
             ],
         )
         await session.commit()
-    claims = (
-        await service.claim_due_deliveries(private_database, limit=held, lease=LEASE)
-    ).deliveries
+    claims = (await claim_due_deliveries(private_database, limit=held, lease=LEASE)).deliveries
     assert len(claims) == held
 
-    cancelled = await service.release_claims(
-        private_database, claims, due_at=clock.now(), lease=LEASE
-    )
+    cancelled = await release_claims(private_database, claims, due_at=clock.now(), lease=LEASE)
 
     assert cancelled == []
     async with private_database.session() as session:

@@ -12,7 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from tucano import wire
-from tucano.deliveries.service import NewEvent, publication_fingerprint
+from tucano.deliveries.outbox import NewEvent
+from tucano.deliveries.publication import publication_fingerprint
 from tucano.webhooks.events import EventType
 from tucano.webhooks.payloads import (
     CardChargeback,

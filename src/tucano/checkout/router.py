@@ -47,7 +47,7 @@ from tucano.checkout.service import NOT_A_CHECKOUT, Checkout
 from tucano.checkout.texts import TEXTS, Language, hour
 from tucano.clock import clock, format_utc
 from tucano.db import ReadSessionDep
-from tucano.deliveries.service import NewEvent
+from tucano.deliveries.outbox import NewEvent
 from tucano.errors import AppError, ErrorCode
 from tucano.money import from_cents
 from tucano.webhooks.events import EventType

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from tucano import flows, wire
 from tucano.auth.deps import EventPublisher, WebhookReader, WebhookWriter
 from tucano.db import ReadSessionDep, SessionDep
-from tucano.deliveries import service
+from tucano.deliveries import outbox, publication, results
 from tucano.deliveries.schemas import (
     EventAccepted,
     EventPublication,
@@ -88,10 +88,10 @@ async def list_results(
         )
     ):
         raise BadRequest("startDate must not be after endDate")
-    rows, total = await service.list_results(
+    rows, total = await results.list_results(
         session,
         customer_id=caller.customer_id,
-        filters=service.ResultFilters(event_type, webhook_id, status, start_date, end_date),
+        filters=results.ResultFilters(event_type, webhook_id, status, start_date, end_date),
         page=page,
     )
     return json_response(
@@ -117,7 +117,7 @@ async def redeliver(
     body: Redelivery,
     session: SessionDep,
 ) -> Response:
-    event = await service.redeliver(
+    event = await outbox.redeliver(
         session, customer_id=caller.customer_id, webhook_id=webhook_id, event_id=body.event_id
     )
     await session.commit()
@@ -149,9 +149,9 @@ async def send_test_event(
     if not request.app.state.settings.is_sandbox:
         raise AppError(ErrorCode.SANDBOX_ONLY, errors=["test events exist only in the sandbox"])
     payload = sample_payload(body.event_type, partner_id=caller.partner_id)
-    (event,) = await service.publish_events_alone(
+    (event,) = await outbox.publish_events_alone(
         request.app.state.database,
-        [service.NewEvent(caller.customer_id, body.event_type, payload)],
+        [outbox.NewEvent(caller.customer_id, body.event_type, payload)],
     )
     return json_response(_accepted(event), status_code=202)
 
@@ -199,7 +199,7 @@ async def publish_event(
         raise BadRequest(*validation_lines(errors)) from None
     if len(request.headers.getlist("idempotency-key")) > 1:
         raise BadRequest("Idempotency-Key: give it once")
-    event = service.NewEvent(body.customer_id, body.event_type, payload)
+    event = outbox.NewEvent(body.customer_id, body.event_type, payload)
     database = request.app.state.database
     if idempotency_key is None:
         if flows.pays_a_link(event):
@@ -207,16 +207,16 @@ async def publish_event(
                 (published,) = await flows.publish_events_paying_links(session, [event])
                 await session.commit()
         else:
-            (published,) = await service.publish_events_alone(database, [event])
+            (published,) = await outbox.publish_events_alone(database, [event])
         return json_response(_accepted(published), status_code=202)
-    answer, replayed = await service.publish_event_once(
+    answer, replayed = await publication.publish_event_once(
         database,
         event,
-        idempotency=service.IdempotentPublication(
+        idempotency=publication.IdempotentPublication(
             caller.client_id,
             idempotency_key,
-            service.publication_fingerprint(event),
-            service.earlier_publication_fingerprint(event),
+            publication.publication_fingerprint(event),
+            publication.earlier_publication_fingerprint(event),
         ),
         answer=lambda published: wire.dumps(_accepted(published)),
         publish=flows.publish_events_paying_links,
@@ -229,7 +229,7 @@ async def publish_event(
     )
 
 
-def _accepted(event: service.PublishedEvent) -> EventAccepted:
+def _accepted(event: outbox.PublishedEvent) -> EventAccepted:
     return EventAccepted(
         event_id=event.id,
         event_type=event.event_type,

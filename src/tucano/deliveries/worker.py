@@ -41,11 +41,11 @@ import structlog
 from tucano.clock import clock
 from tucano.config import Settings
 from tucano.db import Database, is_database_unavailable
-from tucano.deliveries import service
+from tucano.deliveries import queue
 from tucano.deliveries.models import ResultStatus
+from tucano.deliveries.queue import ClaimedDelivery, Outcome
 from tucano.deliveries.retry import next_attempt_delay
 from tucano.deliveries.sender import USER_AGENT, Sender, SendResult
-from tucano.deliveries.service import ClaimedDelivery, Outcome
 from tucano.deliveries.wakeup import (
     WebhookChange,
     listen_for_notifications,
@@ -389,7 +389,7 @@ class DeliveryWorker:
         ]
         self._left_out = {target.key for target in full}
         try:
-            claim = await service.claim_due_deliveries(
+            claim = await queue.claim_due_deliveries(
                 self.database,
                 limit=room,
                 lease=self.lease,
@@ -681,7 +681,7 @@ class DeliveryWorker:
         """One try at recording `batch`; once stopping, given up (TimeoutError) when the stop's
         allowance runs out, even if it began before the stop (a database that hangs rather than
         refuses would otherwise hold the stop for ever)."""
-        record = asyncio.ensure_future(service.record_outcomes(self.database, batch))
+        record = asyncio.ensure_future(queue.record_outcomes(self.database, batch))
         # A try given up is not waited for; whatever it ends in is not news.
         record.add_done_callback(lambda task: task.cancelled() or task.exception())
         while not record.done():
@@ -715,7 +715,7 @@ class DeliveryWorker:
         # is not given back waits out its lease unsent.
         for pause in (*RELEASE_RETRY_PAUSES, None):
             try:
-                cancelled = await service.release_claims(
+                cancelled = await queue.release_claims(
                     self.database, claims, due_at=clock.now() + due_in, lease=self.lease
                 )
                 break

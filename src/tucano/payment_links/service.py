@@ -43,7 +43,7 @@ from tucano.brazil.pix import SANDBOX_ISPB, new_br_code_txid, new_end_to_end_id
 from tucano.card_numbers import shown
 from tucano.clock import clock, format_utc
 from tucano.db import Database
-from tucano.deliveries import service as deliveries
+from tucano.deliveries import outbox as deliveries
 from tucano.errors import BadRequest, Conflict, ErrorCode, NotFound
 from tucano.money import from_cents, to_cents
 from tucano.pagination import PageRequest

@@ -10,7 +10,7 @@ from starlette.responses import Response
 from tucano.auth.deps import WebhookReader, WebhookWriter
 from tucano.clock import clock
 from tucano.db import ReadSessionDep, SessionDep
-from tucano.deliveries import service as deliveries
+from tucano.deliveries import cancellation
 from tucano.http import JsonContent, error_responses, optional_transaction_id
 from tucano.pagination import Page, PageParams
 from tucano.webhooks import service
@@ -133,7 +133,7 @@ async def delete_webhook(
     webhook = await service.get_webhook(
         session, customer_id=caller.customer_id, webhook_id=webhook_id, for_update=True
     )
-    await deliveries.cancel_deliveries_to(
+    await cancellation.cancel_deliveries_to(
         session,
         customer_id=caller.customer_id,
         webhook_id=webhook_id,
