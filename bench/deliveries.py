@@ -60,7 +60,7 @@ from tucano.core import json_codec
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.db.engines import connect_asyncpg
-from tucano.deliveries import service
+from tucano.deliveries import outbox
 from tucano.deliveries.worker.loop import DeliveryWorker
 from tucano.events.samples import sample_payload
 from tucano.events.types import EventType
@@ -369,9 +369,9 @@ async def publish(
 ) -> None:
     """Events in one transaction through the outbox (`publish_events`)."""
     async with database.session() as session:
-        published = await service.publish_events(
+        published = await outbox.publish_events(
             session,
-            [service.NewEvent(CUSTOMER_ID, EventType.PIX_OUTBOUND, p) for p in payloads],
+            [outbox.NewEvent(CUSTOMER_ID, EventType.PIX_OUTBOUND, p) for p in payloads],
         )
         await session.commit()
     now = time.time()

@@ -53,7 +53,7 @@ from bench.deliveries import (
     run,
 )
 from tucano.core import json_codec
-from tucano.deliveries import service
+from tucano.deliveries import queue
 from tucano.deliveries.models import DeliveryResult
 from tucano.deliveries.worker.loop import DeliveryWorker
 from tucano.deliveries.worker.sender import Sender, SendResult
@@ -166,22 +166,22 @@ async def worker_without_database_cost(url: str, receivers: Receivers, events: i
         await publish(database, burst[start : start + 100], {})
     expected = events * WEBHOOKS
     claimed = (
-        await service.claim_due_deliveries(database, limit=expected, lease=timedelta(hours=1))
+        await queue.claim_due_deliveries(database, limit=expected, lease=timedelta(hours=1))
     ).deliveries
 
-    async def from_memory(_database: object, *, limit: int, **_filters: object) -> service.Claim:
+    async def from_memory(_database: object, *, limit: int, **_filters: object) -> queue.Claim:
         await asyncio.sleep(0)  # a turn of the event loop, as a statement would take
         taken = claimed[:limit]
         del claimed[:limit]
-        return service.Claim(taken, more_due=bool(claimed))
+        return queue.Claim(taken, more_due=bool(claimed))
 
     async def dropped(_database: object, _outcomes: object) -> None:
         return None
 
     stop = asyncio.Event()
     with (
-        mock.patch.object(service, "claim_due_deliveries", from_memory),
-        mock.patch.object(service, "record_outcomes", dropped),
+        mock.patch.object(queue, "claim_due_deliveries", from_memory),
+        mock.patch.object(queue, "record_outcomes", dropped),
     ):
         async with aiohttp.ClientSession() as http:
             await receivers.arrivals(http)  # what earlier measurements left there

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.core.clock import clock
 from tucano.core.money import to_cents
-from tucano.deliveries import service as deliveries
+from tucano.deliveries import outbox
 from tucano.events.payloads import PixQrInbound
 from tucano.events.types import EventType
 from tucano.payment_links import payments as link_payments
@@ -42,7 +42,7 @@ NOT_SETTLED = frozenset(
 )  # fmt: skip
 
 
-def pays_a_link(event: deliveries.NewEvent) -> bool:
+def pays_a_link(event: outbox.NewEvent) -> bool:
     """Whether publishing `event` may pay a payment link (and so needs a transaction)."""
     return (
         event.event_type is EventType.PIX_QR_INBOUND
@@ -52,11 +52,11 @@ def pays_a_link(event: deliveries.NewEvent) -> bool:
 
 
 async def publish_events_paying_links(
-    session: AsyncSession, events: Sequence[deliveries.NewEvent]
-) -> list[deliveries.PublishedEvent]:
-    """deliveries.publish_events, and the links the PIX payments among them pay, in the
+    session: AsyncSession, events: Sequence[outbox.NewEvent]
+) -> list[outbox.PublishedEvent]:
+    """outbox.publish_events, and the links the PIX payments among them pay, in the
     caller's transaction."""
-    published = await deliveries.publish_events(session, events)
+    published = await outbox.publish_events(session, events)
     for event, stored in zip(events, published, strict=True):
         if pays_a_link(event):
             assert isinstance(event.payload, PixQrInbound)

@@ -20,9 +20,8 @@ from tucano.config import Settings
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.db.outages import is_database_unavailable
+from tucano.deliveries import cancellation, result_counts, results
 from tucano.deliveries import publication as event_publication
-from tucano.deliveries import result_counts
-from tucano.deliveries import service as deliveries
 from tucano.deliveries.worker.loop import DeliveryWorker
 from tucano.payment_links import creation as payment_link_creation
 from tucano.payment_links import payments as payment_link_payments
@@ -54,10 +53,10 @@ def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
         return len(ids)
 
     async def record_abandoned(session: AsyncSession) -> int:
-        return await deliveries.record_abandoned_cancellations(session, now=clock.now())
+        return await cancellation.record_abandoned_cancellations(session, now=clock.now())
 
     async def prune(session: AsyncSession) -> int:
-        return await deliveries.prune_history(
+        return await results.prune_history(
             session, older_than=clock.now() - settings.result_retention
         )
 

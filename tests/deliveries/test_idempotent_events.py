@@ -21,7 +21,7 @@ from tucano.core import json_codec
 from tucano.core.clock import clock
 from tucano.core.errors import AppError, ErrorCode
 from tucano.db.database import Database
-from tucano.deliveries import publication, service
+from tucano.deliveries import outbox, publication
 from tucano.deliveries.compat_2026_11_24 import earlier_publication_fingerprint
 from tucano.deliveries.models import EventIdempotencyKey
 from tucano.events.payloads import PAYLOAD_MODELS
@@ -251,7 +251,7 @@ async def test_a_key_stored_by_an_earlier_release_still_replays(
         await session.commit()
 
     def attempt(payload: dict[str, Any]) -> Any:
-        event = service.NewEvent(1, event_type, PAYLOAD_MODELS[event_type].model_validate(payload))
+        event = outbox.NewEvent(1, event_type, PAYLOAD_MODELS[event_type].model_validate(payload))
         return publication.publish_event_once(
             private_database,
             event,

@@ -12,8 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from tucano.core import json_codec
+from tucano.deliveries.outbox import NewEvent
 from tucano.deliveries.publication import publication_fingerprint
-from tucano.deliveries.service import NewEvent
 from tucano.events.payloads import (
     CardChargeback,
     CardRecurringInbound,

@@ -50,7 +50,7 @@ from tucano.checkout.texts import TEXTS, Language, hour
 from tucano.core.clock import clock, format_utc
 from tucano.core.errors import AppError, ErrorCode
 from tucano.core.money import from_cents
-from tucano.deliveries.service import NewEvent
+from tucano.deliveries.outbox import NewEvent
 from tucano.events.payloads import Party, PixQrInbound
 from tucano.events.types import EventType
 

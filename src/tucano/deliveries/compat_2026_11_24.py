@@ -16,7 +16,7 @@ from typing import Any
 
 from tucano.brazil.documents import normalize_document
 from tucano.core import json_codec
-from tucano.deliveries.service import NewEvent
+from tucano.deliveries.outbox import NewEvent
 
 
 def earlier_publication_fingerprint(event: NewEvent) -> str:

@@ -19,7 +19,7 @@ from tucano.core.errors import Conflict, ErrorCode
 from tucano.core.idempotency import IdempotencyStore
 from tucano.db.database import Database
 from tucano.deliveries.models import EventIdempotencyKey
-from tucano.deliveries.service import NewEvent, PublishedEvent, publish_events
+from tucano.deliveries.outbox import NewEvent, PublishedEvent, publish_events
 from tucano.events.payloads import published
 
 # What stores events in a session: publish_events, or a flow that does more in the same

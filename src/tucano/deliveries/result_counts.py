@@ -1,6 +1,6 @@
 """Hour counts of delivery results: the results list's `totalElements` without counting every
 matching row (a busy merchant keeps millions of results for the retention period, and a count
-over them grows with them: 93 ms at two million, see docs/performance.md).
+over them grows with them; see docs/adr/delivery-queue.md).
 
 Every write of results appends, in the same statement or transaction, how many it added per
 (customer, hour, webhook, event type, status); pruning appends what it took away, as negative
@@ -51,7 +51,7 @@ FOLD_BATCH = 1000  # keys per fold
 # The hour of a result in SQL: PostgreSQL's epoch of a timestamptz is exact (numeric).
 HOUR_ON_POSTGRES = "floor(extract(epoch FROM {column}) / 3600)::bigint"
 
-# For _RECORD_ON_POSTGRES: the counts of the results its `recorded` step inserted (RETURNING
+# For queue.postgres's record: the counts of the results its `recorded` step inserted (RETURNING
 # the key's columns and attempted_at).
 COUNT_RECORDED_ON_POSTGRES = f"""
     INSERT INTO delivery_result_counts ({", ".join(KEY)}, result_count, folded)
@@ -115,10 +115,8 @@ async def fold(session: AsyncSession) -> int:
 
 
 def _keys_of(session: AsyncSession, keys: list[tuple[Any, ...]]) -> Select[Any]:
-    """The keys as a subquery over one JSON parameter. Written as a list of row values, SQLite
-    scanned the whole table for them (0.4-1.3 s a fold with 1-4 million rows, under the write
-    lock); from a JSON array, both databases look each key up in the (customer_id, hour)
-    index."""
+    """The keys as a subquery over one JSON parameter, so that both databases look each key up
+    in the (customer_id, hour) index (see docs/adr/delivery-queue.md)."""
     batch = orjson.dumps(keys).decode()
     if session.get_bind().dialect.name == "postgresql":
         element = func.jsonb_array_elements(cast_(literal(batch, Text()), JSONB)).table_valued(

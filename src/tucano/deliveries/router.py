@@ -18,7 +18,7 @@ from tucano.api.wire import RangeEnd, RangeStart, WholeNumber, json_response, ra
 from tucano.auth.deps import EventPublisher, WebhookReader, WebhookWriter
 from tucano.core import json_codec
 from tucano.core.errors import AppError, BadRequest, ErrorCode
-from tucano.deliveries import publication, service
+from tucano.deliveries import outbox, publication, results
 from tucano.deliveries.compat_2026_11_24 import earlier_publication_fingerprint
 from tucano.deliveries.schemas import (
     EventAccepted,
@@ -85,10 +85,10 @@ async def list_results(
         )
     ):
         raise BadRequest("startDate must not be after endDate")
-    rows, total = await service.list_results(
+    rows, total = await results.list_results(
         session,
         customer_id=caller.customer_id,
-        filters=service.ResultFilters(event_type, webhook_id, status, start_date, end_date),
+        filters=results.ResultFilters(event_type, webhook_id, status, start_date, end_date),
         page=page,
     )
     return json_response(
@@ -114,7 +114,7 @@ async def redeliver(
     body: Redelivery,
     session: SessionDep,
 ) -> Response:
-    event = await service.redeliver(
+    event = await outbox.redeliver(
         session, customer_id=caller.customer_id, webhook_id=webhook_id, event_id=body.event_id
     )
     await session.commit()
@@ -146,9 +146,9 @@ async def send_test_event(
     if not request.app.state.settings.is_sandbox:
         raise AppError(ErrorCode.SANDBOX_ONLY, errors=["test events exist only in the sandbox"])
     payload = sample_payload(body.event_type, partner_id=caller.partner_id)
-    (event,) = await service.publish_events_alone(
+    (event,) = await outbox.publish_events_alone(
         request.app.state.database,
-        [service.NewEvent(caller.customer_id, body.event_type, payload)],
+        [outbox.NewEvent(caller.customer_id, body.event_type, payload)],
     )
     return json_response(_accepted(event), status_code=202)
 
@@ -196,7 +196,7 @@ async def publish_event(
         raise BadRequest(*validation_lines(errors)) from None
     if len(request.headers.getlist("idempotency-key")) > 1:
         raise BadRequest("Idempotency-Key: give it once")
-    event = service.NewEvent(body.customer_id, body.event_type, payload)
+    event = outbox.NewEvent(body.customer_id, body.event_type, payload)
     database = request.app.state.database
     if idempotency_key is None:
         if flows.pays_a_link(event):
@@ -204,7 +204,7 @@ async def publish_event(
                 (published,) = await flows.publish_events_paying_links(session, [event])
                 await session.commit()
         else:
-            (published,) = await service.publish_events_alone(database, [event])
+            (published,) = await outbox.publish_events_alone(database, [event])
         return json_response(_accepted(published), status_code=202)
     answer, replayed = await publication.publish_event_once(
         database,
@@ -226,7 +226,7 @@ async def publish_event(
     )
 
 
-def _accepted(event: service.PublishedEvent) -> EventAccepted:
+def _accepted(event: outbox.PublishedEvent) -> EventAccepted:
     return EventAccepted(
         event_id=event.id,
         event_type=event.event_type,

@@ -13,7 +13,7 @@ from tucano.brazil.pix import SANDBOX_ISPB, new_end_to_end_id
 from tucano.core.clock import clock
 from tucano.core.errors import BadRequest, Conflict, ErrorCode
 from tucano.core.money import from_cents
-from tucano.deliveries import service as deliveries
+from tucano.deliveries import outbox
 from tucano.events.payloads import PaymentLinkInbound
 from tucano.events.types import EventType
 from tucano.payment_links import totals
@@ -93,7 +93,7 @@ async def pay_link(
     session.add(payment)
     await session.flush()
     await totals.record_paid(session, link, method=method)
-    await deliveries.publish_event(
+    await outbox.publish_event(
         session,
         customer_id=link.customer_id,
         event_type=EventType.PAYMENT_LINK_INBOUND,

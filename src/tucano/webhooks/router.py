@@ -14,7 +14,7 @@ from tucano.api.sessions import ReadSessionDep, SessionDep
 from tucano.api.wire import json_response
 from tucano.auth.deps import WebhookReader, WebhookWriter
 from tucano.core.clock import clock
-from tucano.deliveries import service as deliveries
+from tucano.deliveries import cancellation
 from tucano.events.types import EventType
 from tucano.webhooks import service
 from tucano.webhooks.schemas import (
@@ -134,7 +134,7 @@ async def delete_webhook(
     webhook = await service.get_webhook(
         session, customer_id=caller.customer_id, webhook_id=webhook_id, for_update=True
     )
-    await deliveries.cancel_deliveries_to(
+    await cancellation.cancel_deliveries_to(
         session,
         customer_id=caller.customer_id,
         webhook_id=webhook_id,

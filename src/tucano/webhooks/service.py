@@ -5,12 +5,10 @@ from __future__ import annotations
 import base64
 import functools
 import secrets
-import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
-import orjson
 from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -19,9 +17,8 @@ from tucano.auth.tokens import Principal
 from tucano.config import Settings
 from tucano.core.clock import clock
 from tucano.core.errors import BadRequest, ErrorCode, NotFound
-from tucano.db.base import sqlite_time_text
 from tucano.db.bulk import in_parts
-from tucano.db.database import Database, call_after_commit
+from tucano.db.database import call_after_commit
 from tucano.events.types import EventType
 from tucano.webhooks.changes import (
     WEBHOOK_CHANNEL,
@@ -218,124 +215,6 @@ class DeliveryTarget(NamedTuple):
     signing_secrets: tuple[str, ...]
     # What it receives now (a PUT may have changed it since a delivery was queued).
     event_type: str
-
-
-class DeliveryHealth(NamedTuple):
-    """What a batch of recorded attempts says of one webhook's health. Attempts are recorded as
-    they finish, not as they start, so a batch may hold attempts older than one recorded before:
-    each is placed by the time it started."""
-
-    webhook_id: int
-    # The start of its latest successful attempt in the batch, if any.
-    succeeded_at: datetime | None
-    # The starts of its failed attempts in the batch (after succeeded_at, the others count for
-    # nothing).
-    failed_at: tuple[datetime, ...]
-
-
-T = TypeVar("T", datetime, str)
-
-
-def next_delivery_health(
-    last_success_at: T | None,
-    failing_since: T | None,
-    *,
-    succeeded_at: T | None,
-    failed_at: Sequence[T],
-) -> tuple[T | None, T | None]:
-    """A webhook's (last_success_at, failing_since) once a batch is recorded: its failing run
-    starts at the first failed attempt that started after its last success, whenever each was
-    recorded. (The same rule as _RECORD_HEALTH_ON_POSTGRES.)"""
-    if succeeded_at is not None and (last_success_at is None or succeeded_at > last_success_at):
-        last_success_at = succeeded_at
-    if (
-        failing_since is not None
-        and last_success_at is not None
-        and failing_since <= last_success_at
-    ):
-        failing_since = None
-    later = [f for f in failed_at if last_success_at is None or f > last_success_at]
-    if later:
-        first = min(later)
-        failing_since = first if failing_since is None else min(failing_since, first)
-    return last_success_at, failing_since
-
-
-# One statement on PostgreSQL (see deliveries.service on the worker's statements). The new
-# values are written in terms of the row itself (w.), not of a copy read in the statement, so
-# that when two workers update one webhook at once the second computes from the first's result.
-# A row is written only when its values may change.
-_RECORD_HEALTH_ON_POSTGRES = """
-UPDATE webhooks AS w
-   SET last_success_at = GREATEST(w.last_success_at, b.succeeded_at),
-       failing_since = LEAST(
-           CASE WHEN GREATEST(w.last_success_at, b.succeeded_at) IS NULL
-                  OR w.failing_since > GREATEST(w.last_success_at, b.succeeded_at)
-                THEN w.failing_since END,
-           (SELECT min(f) FROM unnest(b.failed_at) AS f
-             WHERE GREATEST(w.last_success_at, b.succeeded_at) IS NULL
-                OR f > GREATEST(w.last_success_at, b.succeeded_at)))
-  FROM (SELECT (x->>0)::bigint AS id, (x->>1)::timestamptz AS succeeded_at,
-               ARRAY(SELECT jsonb_array_elements_text(x->2)::timestamptz) AS failed_at
-          FROM jsonb_array_elements($1::jsonb) AS x) AS b
- WHERE w.id = b.id
-   AND (b.succeeded_at IS NOT NULL OR w.failing_since IS NULL
-        OR w.failing_since > (SELECT min(f) FROM unnest(b.failed_at) AS f))
-"""
-
-
-async def record_delivery_health_on_postgres(
-    database: Database, health: Sequence[DeliveryHealth]
-) -> None:
-    """After a batch of attempts: a success ends a webhook's failing run; a failure starts one
-    (unless one is already running). Its own statement, apart from the attempts' records: the
-    health is advisory, and the next batch sets it again. (On SQLite the record's own
-    transaction runs record_delivery_health_on_sqlite.)"""
-    if health:
-        async with database.driver_connection() as connection:
-            await connection.execute(
-                _RECORD_HEALTH_ON_POSTGRES, orjson.dumps([tuple(h) for h in health]).decode()
-            )
-
-
-def record_delivery_health_on_sqlite(
-    connection: sqlite3.Connection,
-    health: Sequence[DeliveryHealth],
-    stored_time: Callable[[datetime], datetime],
-) -> None:
-    """record_delivery_health_on_postgres's work, inside a transaction of db.run_on_sqlite's
-    `work`, which holds the write lock (`stored_time`: the column type's bind processor). Times
-    are compared as the text SQLite keeps them as."""
-
-    def as_stored(moment: datetime) -> str:
-        return sqlite_time_text(stored_time(moment))
-
-    if not health:
-        return
-    ids = orjson.dumps([h.webhook_id for h in health]).decode()
-    stored = {
-        row[0]: (row[1], row[2])
-        for row in connection.execute(
-            "SELECT id, last_success_at, failing_since FROM webhooks"
-            " WHERE id IN (SELECT value FROM json_each(?))",
-            (ids,),
-        )
-    }
-    changes = []
-    for h in health:
-        if h.webhook_id not in stored:
-            continue
-        before = stored[h.webhook_id]
-        after = next_delivery_health(
-            *before,
-            succeeded_at=None if h.succeeded_at is None else as_stored(h.succeeded_at),
-            failed_at=[as_stored(f) for f in h.failed_at],
-        )
-        if after != before:
-            changes.append((*after, h.webhook_id))
-    connection.executemany(
-        "UPDATE webhooks SET last_success_at = ?, failing_since = ? WHERE id = ?", changes
-    )
 
 
 async def deactivate_failing_webhooks(

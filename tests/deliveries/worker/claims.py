@@ -6,7 +6,7 @@ import itertools
 from datetime import timedelta
 
 from tucano.core.clock import clock
-from tucano.deliveries.service import ClaimedDelivery
+from tucano.deliveries.queue.backend import ClaimedDelivery
 from tucano.deliveries.worker.dispatcher import Dispatcher
 from tucano.webhooks.service import DeliveryTarget
 

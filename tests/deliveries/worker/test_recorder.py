@@ -14,18 +14,18 @@ from structlog.testing import capture_logs
 from tests.support.settings import make_settings
 from tucano.core.clock import clock
 from tucano.db.database import Database
-from tucano.deliveries import service
+from tucano.deliveries import queue
 from tucano.deliveries.models import ResultStatus
 from tucano.deliveries.worker import loop, recorder
 from tucano.deliveries.worker.loop import DeliveryWorker
 
 
-def outcome(event_id: str = "evt_1") -> service.Outcome:
+def outcome(event_id: str = "evt_1") -> queue.Outcome:
     now = clock.now()
-    claimed = service.ClaimedDelivery(
+    claimed = queue.ClaimedDelivery(
         1, "token", event_id, "PIX_OUTBOUND", 7, 3, 1, b"{}", None, now + timedelta(minutes=1)
     )
-    return service.Outcome(
+    return queue.Outcome(
         claimed=claimed,
         status=ResultStatus.SUCCESS,
         target_url="https://hooks.example.com/x",
@@ -38,9 +38,9 @@ def outcome(event_id: str = "evt_1") -> service.Outcome:
     )
 
 
-REAL_RECORD = service.record_outcomes
-REAL_CLAIM = service.claim_due_deliveries
-REAL_RELEASE = service.release_claims
+REAL_RECORD = queue.record_outcomes
+REAL_CLAIM = queue.claim_due_deliveries
+REAL_RELEASE = queue.release_claims
 UNUSED_URL = "sqlite+aiosqlite:///unused.db"
 
 
@@ -58,9 +58,9 @@ class FlakyDatabase:
         self.error = error
         self.calls = 0
         self.tried = asyncio.Event()
-        self.recorded: list[service.Outcome] = []
+        self.recorded: list[queue.Outcome] = []
 
-    async def record(self, database: Any, outcomes: Sequence[service.Outcome]) -> None:
+    async def record(self, database: Any, outcomes: Sequence[queue.Outcome]) -> None:
         if not ours(database):  # a worker of another test, still running: the real thing
             await REAL_RECORD(database, outcomes)
             return
@@ -87,7 +87,7 @@ async def test_outcomes_wait_out_a_database_outage_of_any_length(
 ) -> None:
     # Far more failures than the 8 tries (about 21 s) that used to drop the batch.
     flaky = FlakyDatabase(50, ConnectionError("connection refused"))
-    monkeypatch.setattr(service, "record_outcomes", flaky.record)
+    monkeypatch.setattr(queue, "record_outcomes", flaky.record)
     with capture_logs() as logs:
         await new_worker().recorder.record([outcome()], stopping=asyncio.Event())
     assert len(flaky.recorded) == 1 and flaky.calls == 51
@@ -100,7 +100,7 @@ async def test_at_shutdown_outcomes_are_given_up_after_a_bound_and_said_so(
     monkeypatch: pytest.MonkeyPatch, quick_retries: None
 ) -> None:
     flaky = FlakyDatabase(10**9, ConnectionError("connection refused"))
-    monkeypatch.setattr(service, "record_outcomes", flaky.record)
+    monkeypatch.setattr(queue, "record_outcomes", flaky.record)
     stopping = asyncio.Event()
     stopping.set()
     with capture_logs() as logs:
@@ -118,7 +118,7 @@ async def test_a_batch_the_database_refuses_for_a_fault_is_not_retried_for_ever(
     """A fault, not an outage (say a value the table refuses): it would fail the same way each
     time, and hold every later outcome behind it."""
     flaky = FlakyDatabase(10**9, ValueError("not a valid row"))
-    monkeypatch.setattr(service, "record_outcomes", flaky.record)
+    monkeypatch.setattr(queue, "record_outcomes", flaky.record)
     with capture_logs() as logs:
         await asyncio.wait_for(
             new_worker().recorder.record([outcome()], stopping=asyncio.Event()), 5
@@ -142,7 +142,7 @@ async def test_claims_are_given_back_again_after_a_lost_connection(
             raise ConnectionError("connection was closed in the middle of operation")
         return []
 
-    monkeypatch.setattr(service, "release_claims", release)
+    monkeypatch.setattr(queue, "release_claims", release)
     monkeypatch.setattr(loop, "RELEASE_RETRY_PAUSES", (0.001, 0.001))
     held = [outcome().claimed]
     await new_worker()._release(held, due_in=timedelta(0))
@@ -155,18 +155,18 @@ async def test_no_claims_while_outcomes_wait_for_the_database(
     """Once the database is back, a claim that came before the record could take this worker's
     own deliveries again (their lease run out meanwhile) and send them a second time."""
     flaky = FlakyDatabase(10**9, ConnectionError("connection refused"))
-    monkeypatch.setattr(service, "record_outcomes", flaky.record)
+    monkeypatch.setattr(queue, "record_outcomes", flaky.record)
     claims: list[int] = []
     delivery_worker = new_worker()
 
-    async def claim(database: Any, *, limit: int, **_: Any) -> service.Claim:
+    async def claim(database: Any, *, limit: int, **_: Any) -> queue.Claim:
         if database is delivery_worker.database:  # not another test's worker, still running
             claims.append(limit)
         elif not ours(database):
             return await REAL_CLAIM(database, limit=limit, **_)
-        return service.Claim([], more_due=False)
+        return queue.Claim([], more_due=False)
 
-    monkeypatch.setattr(service, "claim_due_deliveries", claim)
+    monkeypatch.setattr(queue, "claim_due_deliveries", claim)
     writing = asyncio.create_task(
         delivery_worker.recorder.record([outcome()], stopping=asyncio.Event())
     )
@@ -188,7 +188,7 @@ async def test_the_allowance_at_shutdown_is_one_for_all_batches(
     monkeypatch: pytest.MonkeyPatch, quick_retries: None
 ) -> None:
     flaky = FlakyDatabase(10**9, ConnectionError("connection refused"))
-    monkeypatch.setattr(service, "record_outcomes", flaky.record)
+    monkeypatch.setattr(queue, "record_outcomes", flaky.record)
     monkeypatch.setattr(recorder, "RECORD_AT_STOP_SECONDS", 0.3)
     stopping = asyncio.Event()
     stopping.set()
@@ -210,12 +210,12 @@ async def test_claims_wait_until_every_outcome_queued_meanwhile_is_recorded(
     delivery_worker = new_worker()
     flaky = FlakyDatabase(2, ConnectionError("connection refused"))
 
-    async def record(database: Any, outcomes: Sequence[service.Outcome]) -> None:
+    async def record(database: Any, outcomes: Sequence[queue.Outcome]) -> None:
         if flaky.calls == 0 and ours(database):
             delivery_worker.recorder.outcomes.append(outcome("evt_b"))  # finished meanwhile
         await flaky.record(database, outcomes)
 
-    monkeypatch.setattr(service, "record_outcomes", record)
+    monkeypatch.setattr(queue, "record_outcomes", record)
     await delivery_worker.recorder.record([outcome("evt_a")], stopping=asyncio.Event())
     assert delivery_worker.recorder.unrecorded
     queued = delivery_worker.recorder.outcomes[:]
@@ -250,7 +250,7 @@ async def test_a_try_under_way_at_the_stop_is_given_up_with_the_allowance(
             return
         await asyncio.sleep(60)
 
-    monkeypatch.setattr(service, "record_outcomes", hang)
+    monkeypatch.setattr(queue, "record_outcomes", hang)
     stopping = asyncio.Event()
     asyncio.get_running_loop().call_later(0.1, stopping.set)
     with capture_logs() as logs:

@@ -6,5 +6,5 @@
           room freed / poll
 
 `loop.DeliveryWorker` runs the whole; each module holds one part. Nothing is re-exported here:
-`deliveries.service` imports `wakeup`, and the loop imports the service.
+`deliveries.outbox` imports `wakeup`, and the loop imports the queue.
 """

@@ -15,7 +15,7 @@ import structlog
 from tucano.config import Settings
 from tucano.core.clock import clock
 from tucano.deliveries.models import ResultStatus
-from tucano.deliveries.service import ClaimedDelivery, Outcome
+from tucano.deliveries.queue.backend import ClaimedDelivery, Outcome
 from tucano.deliveries.worker.retry import next_attempt_delay
 from tucano.deliveries.worker.sender import USER_AGENT, Sender, SendResult
 from tucano.webhooks.signing import delivery_headers

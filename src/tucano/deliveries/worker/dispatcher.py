@@ -9,7 +9,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from tucano.deliveries.service import ClaimedDelivery
+from tucano.deliveries.queue.backend import ClaimedDelivery
 
 
 def target_key(url: str) -> str:

@@ -36,8 +36,8 @@ from tucano.config import Settings
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.db.outages import is_database_unavailable
-from tucano.deliveries import service
-from tucano.deliveries.service import ClaimedDelivery
+from tucano.deliveries import queue
+from tucano.deliveries.queue.backend import ClaimedDelivery
 from tucano.deliveries.worker import attempts
 from tucano.deliveries.worker.attempts import RetryPolicy, not_sent
 from tucano.deliveries.worker.dispatcher import Dispatcher, Target
@@ -198,7 +198,7 @@ class DeliveryWorker:
         ]
         self._left_out = {target.key for target in full}
         try:
-            claim = await service.claim_due_deliveries(
+            claim = await queue.claim_due_deliveries(
                 self.database,
                 limit=room,
                 lease=self.lease,
@@ -364,7 +364,7 @@ class DeliveryWorker:
         # is not given back waits out its lease unsent.
         for pause in (*RELEASE_RETRY_PAUSES, None):
             try:
-                cancelled = await service.release_claims(
+                cancelled = await queue.release_claims(
                     self.database, claims, due_at=clock.now() + due_in, lease=self.lease
                 )
                 break

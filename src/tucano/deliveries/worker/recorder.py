@@ -12,8 +12,8 @@ import structlog
 from tucano.api.errors import exception_summary
 from tucano.db.database import Database
 from tucano.db.outages import is_database_unavailable
-from tucano.deliveries import service
-from tucano.deliveries.service import Outcome
+from tucano.deliveries import queue
+from tucano.deliveries.queue.backend import Outcome
 
 log = structlog.get_logger("tucano.deliveries")
 
@@ -114,7 +114,7 @@ class Recorder:
         """One try at recording `batch`; once stopping, given up (TimeoutError) when the stop's
         allowance runs out, even if it began before the stop (a database that hangs rather than
         refuses would otherwise hold the stop for ever)."""
-        record = asyncio.ensure_future(service.record_outcomes(self.database, batch))
+        record = asyncio.ensure_future(queue.record_outcomes(self.database, batch))
         # A try given up is not waited for; whatever it ends in is not news.
         record.add_done_callback(lambda task: task.cancelled() or task.exception())
         while not record.done():

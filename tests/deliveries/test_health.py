@@ -15,7 +15,12 @@ from tests.support.service import new_customer_id
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.db.engines import connect_asyncpg
-from tucano.deliveries import service as deliveries
+from tucano.deliveries import queue
+from tucano.deliveries.health import (
+    DeliveryHealth,
+    next_delivery_health,
+    record_delivery_health_on_postgres,
+)
 from tucano.deliveries.models import ResultStatus
 from tucano.webhooks import service as webhooks
 from tucano.webhooks.changes import WEBHOOK_CHANNEL, WebhookChange, webhook_changes
@@ -36,7 +41,7 @@ def _record(
     for start, end in itertools.pairwise(bounds):
         batch = recorded[start:end]
         succeeded = [T0 + timedelta(seconds=s) for s, ok in batch if ok]
-        last_success, failing_since = webhooks.next_delivery_health(
+        last_success, failing_since = next_delivery_health(
             last_success,
             failing_since,
             succeeded_at=max(succeeded, default=None),
@@ -90,12 +95,12 @@ async def _webhook(database: Database, **fields: object) -> int:
         return hook.id
 
 
-def _outcome(webhook_id: int, status: ResultStatus, at: datetime, n: int) -> deliveries.Outcome:
-    claimed = deliveries.ClaimedDelivery(
+def _outcome(webhook_id: int, status: ResultStatus, at: datetime, n: int) -> queue.Outcome:
+    claimed = queue.ClaimedDelivery(
         9_000_000 + n, "token", f"evt_health{n}", "PIX_OUTBOUND", 1, webhook_id, 1, b"{}", None, at
     )
     failed = status != ResultStatus.SUCCESS
-    return deliveries.Outcome(
+    return queue.Outcome(
         claimed=claimed,
         status=status,
         target_url="https://example.com/h",
@@ -116,11 +121,9 @@ async def test_an_older_failure_recorded_after_a_success_does_not_switch_a_webho
     # succeeds at once. The success is recorded first.
     success = _outcome(webhook_id, ResultStatus.SUCCESS, T0 + timedelta(seconds=1), 1)
     with clock.freeze(T0 + timedelta(seconds=2)):
-        await deliveries.record_outcomes(database, [success])
+        await queue.record_outcomes(database, [success])
     with clock.freeze(T0 + timedelta(seconds=15)):
-        await deliveries.record_outcomes(
-            database, [_outcome(webhook_id, ResultStatus.EXHAUSTED, T0, 2)]
-        )
+        await queue.record_outcomes(database, [_outcome(webhook_id, ResultStatus.EXHAUSTED, T0, 2)])
     async with database.session() as session:
         switched_off = await webhooks.deactivate_failing_webhooks(
             session, failing_for=timedelta(days=5), now=T0 + timedelta(days=5, seconds=1)
@@ -147,8 +150,8 @@ async def test_a_success_recorded_as_the_deactivation_runs_keeps_the_webhook_on(
         async def success_first(statement: object, *args: object, **kwargs: object) -> object:
             # A worker records a success (its own statement, committed) just before the job
             # writes: the job must see it.
-            health = [webhooks.DeliveryHealth(webhook_id, clock.now(), ())]
-            await webhooks.record_delivery_health_on_postgres(database, health)
+            health = [DeliveryHealth(webhook_id, clock.now(), ())]
+            await record_delivery_health_on_postgres(database, health)
             return await execute(statement, *args, **kwargs)  # type: ignore[arg-type]
 
         job.execute = success_first  # type: ignore[method-assign,assignment]
