@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tucano.api.errors import exception_summary
 from tucano.config import Settings
 from tucano.core.clock import clock
+from tucano.core.logs import exception_summary
 from tucano.db.database import Database
 from tucano.db.outages import is_database_unavailable
 from tucano.deliveries import cancellation, result_counts, results

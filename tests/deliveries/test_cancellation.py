@@ -19,8 +19,8 @@ from tests.deliveries.test_outbox import (
     sweep_abandoned,
 )
 from tests.support.service import new_customer_id
-from tucano.api.pagination import PageRequest
 from tucano.core.clock import clock
+from tucano.core.paging import PageRequest
 from tucano.db.database import Database
 from tucano.deliveries import cancellation, outbox, results
 from tucano.deliveries.models import Delivery, DeliveryResult, ResultStatus

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import func, select
 
 from tests.deliveries.test_outbox import add_webhook
-from tucano.api.pagination import PageRequest
+from tucano.core.paging import PageRequest
 from tucano.db.database import Database
 from tucano.deliveries import cancellation, outbox, queue, result_counts, results
 from tucano.deliveries.models import DeliveryResult

@@ -23,11 +23,10 @@ from tucano.api.errors import (
     OAUTH_PREFIX,
     answers_the_oauth_way,
     error_response,
-    exception_summary,
     oauth_error_response,
 )
 from tucano.core.errors import ErrorCode
-from tucano.core.logs import client_gone
+from tucano.core.logs import client_gone, exception_summary
 from tucano.db.outages import is_database_unavailable
 
 log = structlog.get_logger("tucano.request")

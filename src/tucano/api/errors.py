@@ -99,12 +99,6 @@ def oauth_error_response(
     )
 
 
-def exception_summary(exc: BaseException) -> str:
-    """`Type: first line of the message`, for one log line or one line of a command's output
-    (SQLAlchemy's further lines are the statement)."""
-    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
-
-
 def _encodable(text: str) -> str:
     """`text` as UTF-8 can carry it: a lone surrogate (a JSON key "\\ud800" named in an error)
     is written as its escape, \\ud800, rather than fail the answer."""

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Annotated, Generic, TypeVar
 
 from fastapi import Depends, Query
 
 from tucano.api.wire import ApiModel, WholeNumber
+from tucano.core.paging import PageRequest
 
 T = TypeVar("T")
 
@@ -41,16 +41,6 @@ class Page(ApiModel, Generic[T]):
             last=page + 1 >= total_pages,
             empty=len(content) == 0,
         )
-
-
-@dataclass(frozen=True)
-class PageRequest:
-    page: int
-    size: int
-
-    @property
-    def offset(self) -> int:
-        return self.page * self.size
 
 
 async def page_request(

@@ -15,12 +15,12 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tucano.api.errors import exception_summary
 from tucano.auth.models import ApiClient, InstanceSecret
 from tucano.auth.tokens import MERCHANT_SCOPES, Scope
 from tucano.config import Settings
 from tucano.core.card_numbers import redact_card_numbers
 from tucano.core.clock import clock
+from tucano.core.logs import exception_summary
 from tucano.db.database import Database
 
 _SECRET_KEY_NAME = "secret_key"  # noqa: S105 - the row name, not a secret

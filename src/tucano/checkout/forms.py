@@ -11,7 +11,17 @@ from urllib.parse import parse_qsl
 from fastapi import Request
 
 from tucano.checkout import csrf
-from tucano.checkout.cards import CARD_FIELDS
+from tucano.checkout.cards import (
+    CARD_FIELDS,
+    CardDetails,
+    card_brand,
+    read_card,
+    security_code_lengths,
+)
+from tucano.checkout.page import CardForm, offered_installments, problem_text
+from tucano.checkout.service import Checkout
+from tucano.checkout.texts import TEXTS, Language
+from tucano.core.clock import clock
 from tucano.core.errors import AppError, BadRequest, ErrorCode
 
 FORM_TYPE = "application/x-www-form-urlencoded"
@@ -90,3 +100,30 @@ CARD_BODY = form_body(
     },
     [csrf.FIELD, *CARD_FIELDS, "installments"],
 )
+
+
+def read_card_form(
+    form: dict[str, str], checkout: Checkout, language: Language
+) -> tuple[CardDetails | None, CardForm]:
+    """The card of a submitted form, and the form to show again (its problems worded)."""
+    t = TEXTS[language]
+    card = read_card(form, today=clock.now().date())
+    link = checkout.link
+    most = len(offered_installments(link.amount_cents, link.numbers_installments))
+    installments = form.get("installments", "1").strip()
+    problems: dict[str, str] = {}
+    if isinstance(card, dict):
+        brand = card_brand(form.get("card_number", "").replace(" ", ""))
+        digits = (" ou " if language == "pt-BR" else " or ").join(
+            str(n) for n in security_code_lengths(brand)
+        )
+        problems = {name: problem_text(p, language, digits=digits) for name, p in card.items()}
+    if not (installments.isascii() and installments.isdigit() and 1 <= int(installments) <= most):
+        problems["installments"] = t["installments_invalid"]
+    kept = CardForm(
+        holder=form.get("card_holder", "")[:50],
+        expiry=form.get("card_expiry", "")[:7],
+        installments=int(installments) if "installments" not in problems else 1,
+        problems=problems,
+    )
+    return (None if problems or isinstance(card, dict) else card), kept

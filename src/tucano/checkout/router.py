@@ -30,9 +30,13 @@ from tucano.checkout.card_payments import (
     CardRefused,
     LinkNotPayable,
 )
-from tucano.checkout.cards import CardDetails, card_brand, read_card, security_code_lengths
-from tucano.checkout.forms import CARD_BODY, SIMULATION_BODY, check_forgery, read_form
-from tucano.checkout.page import CardForm, offered_installments, problem_text
+from tucano.checkout.forms import (
+    CARD_BODY,
+    SIMULATION_BODY,
+    check_forgery,
+    read_card_form,
+    read_form,
+)
 from tucano.checkout.rendering import (
     ASSETS,
     error_answer,
@@ -46,7 +50,7 @@ from tucano.checkout.rendering import (
     wants_html,
 )
 from tucano.checkout.service import NOT_A_CHECKOUT, Checkout
-from tucano.checkout.texts import TEXTS, Language, hour
+from tucano.checkout.texts import TEXTS, hour
 from tucano.core.clock import clock, format_utc
 from tucano.core.errors import AppError, ErrorCode
 from tucano.core.money import from_cents
@@ -228,33 +232,6 @@ async def checkout_status(
     return json_response({"status": found.status}, headers=page_headers(request))
 
 
-def _card_form(
-    form: dict[str, str], checkout: Checkout, language: Language
-) -> tuple[CardDetails | None, CardForm]:
-    """The card of a submitted form, and the form to show again (its problems worded)."""
-    t = TEXTS[language]
-    card = read_card(form, today=clock.now().date())
-    link = checkout.link
-    most = len(offered_installments(link.amount_cents, link.numbers_installments))
-    installments = form.get("installments", "1").strip()
-    problems: dict[str, str] = {}
-    if isinstance(card, dict):
-        brand = card_brand(form.get("card_number", "").replace(" ", ""))
-        digits = (" ou " if language == "pt-BR" else " or ").join(
-            str(n) for n in security_code_lengths(brand)
-        )
-        problems = {name: problem_text(p, language, digits=digits) for name, p in card.items()}
-    if not (installments.isascii() and installments.isdigit() and 1 <= int(installments) <= most):
-        problems["installments"] = t["installments_invalid"]
-    kept = CardForm(
-        holder=form.get("card_holder", "")[:50],
-        expiry=form.get("card_expiry", "")[:7],
-        installments=int(installments) if "installments" not in problems else 1,
-        problems=problems,
-    )
-    return (None if problems or isinstance(card, dict) else card), kept
-
-
 @router.post(
     "/checkout/{linkPaymentUuid}/card",
     summary="Pay the link by card (the checkout page's form)",
@@ -307,7 +284,7 @@ async def pay_by_card(
             errors=[_locked_line(until)],
             retry_after=until,
         )
-    card, kept = _card_form(form, checkout, language)
+    card, kept = read_card_form(form, checkout, language)
     if card is None:
         return refused(
             request,

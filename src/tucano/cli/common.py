@@ -63,7 +63,7 @@ def prepare_database(settings: Settings, *, migrate: bool) -> None:
     made: the command would work on a new, empty database beside the real one."""
     from sqlalchemy.engine import make_url
 
-    from tucano.api.errors import exception_summary
+    from tucano.core.logs import exception_summary
     from tucano.migrations import schema_problem, upgrade
 
     shown = safe_url(settings.database_url)
@@ -91,7 +91,7 @@ def prepare_database(settings: Settings, *, migrate: bool) -> None:
 def run_on_database(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """asyncio.run(work()), failing in one line if the database cannot be used (locked by
     another process for longer than the busy timeout, say) rather than with a traceback."""
-    from tucano.api.errors import exception_summary
+    from tucano.core.logs import exception_summary
 
     try:
         return asyncio.run(work())

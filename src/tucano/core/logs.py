@@ -203,6 +203,12 @@ def _renderer(log_format: str) -> Any:
     return structlog.processors.JSONRenderer()
 
 
+def exception_summary(exc: BaseException) -> str:
+    """`Type: first line of the message`, for one log line or one line of a command's output
+    (SQLAlchemy's further lines are the statement)."""
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+
+
 def configure_logging(level: str = "INFO", *, log_format: str = "json") -> None:
     """Route structlog and the standard library (uvicorn, alembic) into one stream on stdout:
     JSON lines, or (`console`, or `auto` on a terminal) lines a person reads, masked alike."""

@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tucano.api.pagination import PageRequest
+from tucano.core.paging import PageRequest
 from tucano.deliveries import result_counts
 from tucano.deliveries.models import Delivery, DeliveryResult, Event
 from tucano.events.types import EventType

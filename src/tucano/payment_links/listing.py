@@ -11,12 +11,12 @@ from typing import Any, NamedTuple
 from sqlalchemy import ColumnElement, Select, case, func, literal, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tucano.api.pagination import PageRequest
 from tucano.brazil.documents import normalize_document
 from tucano.core.card_numbers import redact_card_numbers
 from tucano.core.clock import clock
 from tucano.core.errors import BadRequest
 from tucano.core.money import from_cents
+from tucano.core.paging import PageRequest
 from tucano.payment_links import totals
 from tucano.payment_links.models import Payment, PaymentLink
 from tucano.payment_links.reads import LINKS, PAYMENT_VIEW, PAYMENTS, payment_view_of

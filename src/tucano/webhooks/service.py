@@ -12,11 +12,11 @@ from typing import NamedTuple
 from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tucano.api.pagination import PageRequest
 from tucano.auth.tokens import Principal
 from tucano.config import Settings
 from tucano.core.clock import clock
 from tucano.core.errors import BadRequest, ErrorCode, NotFound
+from tucano.core.paging import PageRequest
 from tucano.db.bulk import in_parts
 from tucano.db.database import call_after_commit
 from tucano.events.types import EventType

@@ -31,9 +31,9 @@ from datetime import timedelta
 
 import structlog
 
-from tucano.api.errors import exception_summary
 from tucano.config import Settings
 from tucano.core.clock import clock
+from tucano.core.logs import exception_summary
 from tucano.db.database import Database
 from tucano.db.outages import is_database_unavailable
 from tucano.deliveries import queue

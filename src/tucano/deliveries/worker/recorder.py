@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
-from tucano.api.errors import exception_summary
+from tucano.core.logs import exception_summary
 from tucano.db.database import Database
 from tucano.db.outages import is_database_unavailable
 from tucano.deliveries import queue
