@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from openapi_spec_validator import validate
 
-from tests.deliveries.support import eventually
+from tests.support.deliveries import eventually
 from tests.support.receivers import Receiver
 from tests.support.service import RunningService
 

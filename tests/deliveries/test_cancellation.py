@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from tests.deliveries.test_outbox import (
+from tests.support.queue import (
     LEASE,
     add_webhook,
     claim,

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from tests.deliveries.support import pix_outbound, register, results_for
+from tests.support.deliveries import pix_outbound, register, results_for
 from tests.support.receivers import Receiver
 from tests.support.service import Merchant, RunningService, assert_error_body
 from tucano.auth.tokens import Scope

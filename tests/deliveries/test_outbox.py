@@ -4,96 +4,15 @@ queue's, cancellation's and results' tests)."""
 
 from __future__ import annotations
 
-import asyncio
-from datetime import timedelta
 from decimal import Decimal
-from typing import Any
 
-from sqlalchemy import func, select
-
+from tests.support.queue import add_webhook, count, publish
 from tests.support.service import new_customer_id
 from tucano.core import json_codec
-from tucano.core.clock import clock
 from tucano.db.database import Database
-from tucano.deliveries import cancellation, outbox
-from tucano.deliveries.models import Delivery, DeliveryResult, Event, ResultStatus
-from tucano.deliveries.queue import (
-    ClaimedDelivery,
-    Outcome,
-    claim_due_deliveries,
-    record_outcomes,
-)
+from tucano.deliveries.models import Delivery, Event
 from tucano.events.samples import sample_payload
 from tucano.events.types import EventType
-from tucano.webhooks import service as webhooks
-from tucano.webhooks.models import Webhook
-
-LEASE = timedelta(seconds=30)
-
-
-async def add_webhook(database: Database, customer_id: int, *, active: bool = True) -> int:
-    now = clock.now()
-    async with database.session() as session:
-        webhook = Webhook(
-            customer_id=customer_id,
-            partner_id=None,
-            target_url="https://hooks.example.com/x",
-            event_type="PIX_OUTBOUND",
-            is_active=active,
-            secret="whsec_" + "A" * 32,
-            created_at=now,
-            updated_at=now,
-        )
-        session.add(webhook)
-        await session.commit()
-        return webhook.id
-
-
-async def publish(database: Database, customer_id: int, *, commit: bool = True) -> int:
-    async with database.session() as session:
-        published = await outbox.publish_event(
-            session,
-            customer_id=customer_id,
-            event_type=EventType.PIX_OUTBOUND,
-            payload=sample_payload(EventType.PIX_OUTBOUND),
-        )
-        await (session.commit() if commit else session.rollback())
-    return published.deliveries
-
-
-async def claim(database: Database, customer_id: int) -> list[ClaimedDelivery]:
-    claims = (await claim_due_deliveries(database, limit=1000, lease=LEASE)).deliveries
-    return [c for c in claims if c.customer_id == customer_id]
-
-
-async def record_success(database: Database, claims: list[ClaimedDelivery]) -> None:
-    await record_outcomes(
-        database,
-        [
-            Outcome(
-                claimed=c,
-                status=ResultStatus.SUCCESS,
-                target_url="https://hooks.example.com/x",
-                http_status=200,
-                response_body="",
-                error_message=None,
-                duration_ms=1,
-                attempted_at=clock.now(),
-                next_attempt_at=None,
-            )
-            for c in claims
-        ],
-    )
-
-
-async def count(
-    database: Database, model: type[Event | Delivery | DeliveryResult], customer_id: int
-) -> int:
-    async with database.session() as session:
-        total = await session.scalar(
-            select(func.count()).select_from(model).where(model.customer_id == customer_id)
-        )
-    return int(total or 0)
 
 
 async def test_an_event_rolled_back_with_its_business_change_leaves_nothing(
@@ -115,66 +34,6 @@ async def test_an_event_committed_carries_one_delivery_per_active_webhook(
     assert await publish(private_database, customer) == 2
     assert await count(private_database, Event, customer) == 1
     assert await count(private_database, Delivery, customer) == 2
-
-
-async def delete_webhook(database: Database, customer_id: int, webhook_id: int) -> None:
-    """As DELETE /webhook/v1/{id} does it."""
-    async with database.session() as session:
-        await cancellation.cancel_deliveries_to(
-            session,
-            customer_id=customer_id,
-            webhook_id=webhook_id,
-            target_url="https://hooks.example.com/x",
-            reason="not sent: the webhook was deleted",
-        )
-        await webhooks.delete_webhook(session, customer_id=customer_id, webhook_id=webhook_id)
-        await session.commit()
-
-
-async def sweep_abandoned(database: Database) -> int:
-    """The periodic job that records what a killed worker held when its webhook was deleted."""
-    async with database.session() as session:
-        done = await cancellation.record_abandoned_cancellations(session, now=clock.now())
-        await session.commit()
-    return done
-
-
-async def results_of(database: Database, webhook_id: int) -> list[tuple[int, str, str | None]]:
-    async with database.session() as session:
-        return [
-            (r.attempt, r.status, r.error_message)
-            for r in await session.scalars(
-                select(DeliveryResult)
-                .where(DeliveryResult.webhook_id == webhook_id)
-                .order_by(DeliveryResult.id)
-            )
-        ]
-
-
-async def waiting_on_a_lock(admin: Any, statement_like: str) -> None:
-    """Until a statement like `statement_like` waits for a row lock (PostgreSQL). A statement
-    sent as an executemany shows only the `BEGIN;` before it in pg_stat_activity while it
-    waits, so any other session of this database waiting on a lock counts too."""
-    for _ in range(500):
-        if await admin.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND datname = current_database() AND pid <> pg_backend_pid() "
-            "AND (query LIKE $1 OR query = 'BEGIN;')",
-            statement_like,
-        ):
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"no statement like {statement_like!r} waited for a lock")
-
-
-async def deletion_holding(admin: Any, ids: list[int]) -> Any:
-    """A transaction of another session that has locked these deliveries, in this order, as a
-    webhook's deletion does (cancel_deliveries_to)."""
-    transaction = admin.transaction()
-    await transaction.start()
-    for delivery_id in ids:
-        await admin.execute("SELECT id FROM deliveries WHERE id = $1 FOR UPDATE", delivery_id)
-    return transaction
 
 
 def test_money_in_payloads_keeps_two_decimals() -> None:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
-from tests.deliveries.test_outbox import add_webhook
+from tests.support.queue import add_webhook
 from tucano.core.paging import PageRequest
 from tucano.db.database import Database
 from tucano.deliveries import cancellation, outbox, queue, result_counts, results

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tests.deliveries.test_outbox import (
+from tests.support.queue import (
     add_webhook,
     claim,
     count,

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import select
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
-from tests.deliveries.support import eventually
+from tests.support.deliveries import eventually
 from tests.support.payment_links import BASE, create, listing, tx, window
 from tests.support.receivers import Receiver
 from tests.support.service import Merchant, RunningService, assert_error_body, start_service

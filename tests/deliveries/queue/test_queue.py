@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from tests.deliveries.test_outbox import (
+from tests.support.queue import (
     LEASE,
     add_webhook,
     claim,

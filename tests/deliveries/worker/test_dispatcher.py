@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.deliveries.worker.claims import add
+from tests.support.claims import add
 from tucano.deliveries.worker.dispatcher import Dispatcher
 
 

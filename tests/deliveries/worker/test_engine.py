@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
-from tests.deliveries.support import (
+from tests.support.deliveries import (
     eventually,
     pix_outbound,
     publish,

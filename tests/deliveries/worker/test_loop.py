@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.deliveries.worker.claims import add, claimed
+from tests.support.claims import add, claimed
 from tests.support.settings import make_settings
 from tucano.db.database import Database
 from tucano.deliveries import queue

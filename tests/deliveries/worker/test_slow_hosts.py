@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.deliveries.support import eventually, publish, register
+from tests.support.deliveries import eventually, publish, register
 from tests.support.receivers import Receiver, hanging
 from tests.support.service import RunningService, start_service
 from tests.support.settings import DELIVERY_SETTINGS, make_settings

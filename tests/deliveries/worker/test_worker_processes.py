@@ -15,8 +15,8 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.deliveries.support import eventually, pix_outbound
 from tests.support.databases import create_scratch_database, drop_scratch_database
+from tests.support.deliveries import eventually, pix_outbound
 from tests.support.processes import ServeProcess, clean_env, run_tucano, start_serve, start_worker
 from tests.support.receivers import Receiver, hanging
 from tests.support.settings import (
