@@ -13,8 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.payment_links.test_payments import pay
-from tests.support.payment_links import create
+from tests.support.payment_links import create, pay
 from tests.support.service import Merchant, RunningService, assert_error_body, start_service
 from tests.support.settings import TEST_SECRET_KEY, make_settings
 from tucano.checkout.rendering import brl

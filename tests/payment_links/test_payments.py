@@ -13,7 +13,7 @@ from sqlalchemy import select
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
 from tests.support.deliveries import eventually
-from tests.support.payment_links import BASE, create, listing, tx, window
+from tests.support.payment_links import BASE, create, listing, pay, tx, window
 from tests.support.receivers import Receiver
 from tests.support.service import Merchant, RunningService, assert_error_body, start_service
 from tests.support.settings import make_settings
@@ -21,21 +21,8 @@ from tucano.brazil.pix import is_valid_end_to_end_id
 from tucano.core.clock import clock
 from tucano.core.errors import AppError, ErrorCode
 from tucano.deliveries.models import Event
-from tucano.payment_links import payments as link_payments
-from tucano.payment_links import reads as link_reads
 from tucano.payment_links.models import Payment, PaymentLink
 from tucano.payment_links.schemas import METHOD_CARD, METHOD_PIX
-
-
-async def pay(
-    service: RunningService, merchant: Merchant, link_uuid: str, method: int, installments: int = 1
-) -> None:
-    async with service.database.session() as session:
-        link, _ = await link_reads.get_link(
-            session, customer_id=merchant.customer_id, link_uuid=uuid.UUID(link_uuid)
-        )
-        await link_payments.pay_link(session, link=link, method=method, installments=installments)
-        await session.commit()
 
 
 @pytest.fixture

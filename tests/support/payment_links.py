@@ -6,8 +6,10 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from tests.support.service import Merchant
+from tests.support.service import Merchant, RunningService
 from tucano.core import json_codec
+from tucano.payment_links import payments as link_payments
+from tucano.payment_links import reads as link_reads
 
 BASE = "/payment-link/v1"
 LINK_FIELDS = {
@@ -76,3 +78,15 @@ async def listing(merchant: Merchant, **params: Any) -> dict[str, Any]:
     response = await merchant.get(f"{BASE}/link-payment", params=window(**params), headers=tx())
     assert response.status_code == 200, response.text
     return dict(response.json())
+
+
+async def pay(
+    service: RunningService, merchant: Merchant, link_uuid: str, method: int, installments: int = 1
+) -> None:
+    """Pay a link through the payment service, as the checkout or the sandbox does."""
+    async with service.database.session() as session:
+        link, _ = await link_reads.get_link(
+            session, customer_id=merchant.customer_id, link_uuid=uuid.UUID(link_uuid)
+        )
+        await link_payments.pay_link(session, link=link, method=method, installments=installments)
+        await session.commit()
