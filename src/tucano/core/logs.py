@@ -24,17 +24,9 @@ _SECRET_KEYS = re.compile(
     r"secret|token|password|passwd|authorization|api[_-]?key|card[_-]?number|pan|cvv|cvc",
     re.IGNORECASE,
 )
-# 13 to 19 digits, optionally grouped by up to three of any kind of space (the no-break and thin
-# spaces of a number copied from a web page), dot, dash (the typographic ones too), underscore,
-# slash, plus, bar, star, middle dot or bullet, invisible characters (zero-width space, soft
-# hyphen, word joiner, direction marks and isolates), full-width dashes and stops, or a
-# percent-escape ("4111%201111", how a spaced number arrives in a URL or a header): the
-# shapes a card number comes in, typed, pasted or encoded ("4111 - 1111"). Longer runs are left
-# alone, so that identifiers such as a PIX end-to-end id (E + 20 digits + 11 characters) stay
-# readable; a card glued to other digits is not recognised. (The price of the separators: grouped
-# numbers of that length, "2026-01-01/2026-12-31" or a CNPJ say, are masked too. Commas, colons
-# and line breaks do not group: lists of ids, times, and the line numbers of a traceback would
-# go with them.)
+# 13 to 19 digits, grouped by up to three separators of the kinds a card number is typed, pasted
+# or percent-encoded with; longer runs (a PIX end-to-end id) are left alone. docs/adr/logs.md
+# lists the separators and what else they mask.
 _SEPARATORS = (
     "._/+|*-\u00ad\u00b7\u034f\u200b\u200c\u200d\u200e\u200f\u2010\u2011\u2012\u2013"
     "\u2014\u2015\u2022\u2060\u2066\u2067\u2068\u2069\u2212\ufe63\ufeff\uff0d\uff0e"
@@ -46,22 +38,14 @@ CARD_NUMBER = re.compile(
 REDACTED = "[REDACTED]"
 
 
-# Tucano's own secrets and tokens, wherever a caller puts them (a path, a header echoed in a
-# line), whatever comes before them: client secrets, webhook signing secrets, and JWTs (access
-# and checkout tokens). Every scan is linear in the text: a pattern that has started always
-# matches (possessive runs, no required part after one), and the scan goes on after the match,
-# so no input makes it quadratic. A JWT is told apart from other text starting with eyJ after
-# the match: two dots in the run.
-# (A signing secret's `+`, `/` and `=` arrive percent-escaped in a URL or a header.)
+# Tucano's own secrets and tokens (client and signing secrets, JWTs) wherever they appear. Each
+# pattern is possessive, so every scan is linear in the text (docs/adr/logs.md).
 SECRET_VALUE = re.compile(r"tsk_[A-Za-z0-9_-]++|whsec_(?:[A-Za-z0-9+/=]|%[0-9A-Fa-f]{2})++")
 JWT_CANDIDATE = re.compile(r"eyJ[A-Za-z0-9_-]*+(?:\.[A-Za-z0-9_-]*+)*+")
 # Longer text in a log line is cut (a 64 KB path says no more than its first 2 KB).
 LONGEST_LOGGED_TEXT = 2048
-# Text is masked before it is cut (a card number across the cut would leave its first digits),
-# over the length kept and as much as a card number can span (19 digits, each followed by up
-# to three separators of up to three characters) beyond it. Masking shortens text, so the
-# start of a card cut off by that window can slide back under the cut: a run of digits and
-# separators left at the cut is dropped.
+# Text is masked before it is cut, over the kept length plus the most a card number can span
+# (19 digits, each followed by up to three 3-character separators); a run left at the cut goes.
 _CARD_SPAN = 19 + 18 * 3 * 3
 # What a run of a card number and its separators is made of, read backwards from a cut without
 # a regex (a regex with overlapping alternatives backtracked exponentially on "%1%1%1...x").

@@ -30,11 +30,8 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
-# SQLite keeps a timestamp as text, and compares it as text. SQLAlchemy's statements write it as
-# "YYYY-MM-DD HH:MM:SS.ffffff"; the hot paths that hand naive UTC datetimes to the driver
-# themselves (the outbox, claims, results) got Python's default adapter, which drops ".000000"
-# at a whole second, and such a row then sorted before the same instant written by a statement.
-# One format for both (and Python 3.12 deprecates the default adapter anyway).
+# SQLite compares timestamps as text: the hot paths that bind datetimes themselves must write
+# them exactly as SQLAlchemy does, ".000000" included (docs/adr/database.md).
 def sqlite_time_text(moment: datetime) -> str:
     """A (naive UTC) time as SQLite keeps it: text that sorts as the times do."""
     return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
