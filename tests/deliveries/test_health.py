@@ -18,7 +18,7 @@ from tucano.db.engines import connect_asyncpg
 from tucano.deliveries import queue
 from tucano.deliveries.health import (
     DeliveryHealth,
-    next_delivery_health,
+    record_delivery_health,
     record_delivery_health_on_postgres,
 )
 from tucano.deliveries.models import ResultStatus
@@ -32,31 +32,31 @@ T0 = datetime(2032, 1, 10, 10, 0, tzinfo=UTC)
 attempts = st.lists(st.tuples(st.integers(0, 50), st.booleans()), min_size=1, max_size=12)
 
 
-def _record(
-    recorded: list[tuple[int, bool]], bounds: list[int]
+async def _record(
+    database: Database, recorded: list[tuple[int, bool]], bounds: list[int]
 ) -> tuple[datetime | None, datetime | None]:
-    """(last success, failing since) once `recorded` is recorded in batches cut at `bounds`."""
-    last_success: datetime | None = None
-    failing_since: datetime | None = None
+    """(last success, failing since) of a new webhook once `recorded` is recorded in batches cut
+    at `bounds`, by the rule as the database runs it."""
+    webhook_id = await _webhook(database)
     for start, end in itertools.pairwise(bounds):
         batch = recorded[start:end]
         succeeded = [T0 + timedelta(seconds=s) for s, ok in batch if ok]
-        last_success, failing_since = next_delivery_health(
-            last_success,
-            failing_since,
-            succeeded_at=max(succeeded, default=None),
-            failed_at=[T0 + timedelta(seconds=s) for s, ok in batch if not ok],
-        )
-    return last_success, failing_since
+        failed = tuple(T0 + timedelta(seconds=s) for s, ok in batch if not ok)
+        health = DeliveryHealth(webhook_id, max(succeeded, default=None), failed)
+        await record_delivery_health(database, [health])
+    async with database.session() as session:
+        stored = await session.get(Webhook, webhook_id)
+    assert stored is not None
+    return stored.last_success_at, stored.failing_since
 
 
 @given(attempts=attempts, cuts=st.lists(st.integers(0, 12), max_size=4), data=st.data())
-def test_a_failing_run_never_starts_before_the_first_failure_after_the_last_success(
-    attempts: list[tuple[int, bool]], cuts: list[int], data: st.DataObject
+async def test_a_failing_run_never_starts_before_the_first_failure_after_the_last_success(
+    database: Database, attempts: list[tuple[int, bool]], cuts: list[int], data: st.DataObject
 ) -> None:
     recorded = data.draw(st.permutations(attempts))  # as they finish, not as they started
     bounds = sorted({0, len(recorded), *(min(c, len(recorded)) for c in cuts)})
-    last_success, failing_since = _record(recorded, bounds)
+    last_success, failing_since = await _record(database, recorded, bounds)
     # The definition: the latest success, and the first failure that started after it.
     latest = max((T0 + timedelta(seconds=s) for s, ok in attempts if ok), default=None)
     after = [
@@ -74,7 +74,7 @@ def test_a_failing_run_never_starts_before_the_first_failure_after_the_last_succ
         assert failing_since is None or failing_since >= min(after)
         assert failing_since is None or any(failing_since == f for f in after)
     in_start_order = sorted(attempts)
-    assert _record(in_start_order, bounds)[1] == (min(after) if after else None)
+    assert (await _record(database, in_start_order, bounds))[1] == (min(after) if after else None)
 
 
 async def _webhook(database: Database, **fields: object) -> int:

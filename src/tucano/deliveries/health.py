@@ -1,10 +1,9 @@
 """A webhook's delivery health (its last success and the run of failures since), set from each
 batch of recorded attempts, and read by webhooks.service.deactivate_failing_webhooks.
 
-The rule, `next_delivery_health`: a success ends the failing run; a failure starts one unless one
-is running; each attempt counts by the time it started, whenever it was recorded. PostgreSQL runs
-it as one UPDATE computed from the row itself, so that two workers' updates of one webhook build
-on each other; SQLite runs it in Python inside the record's transaction, under the write lock.
+The rule: a success ends the failing run; a failure starts one unless one is running; each
+attempt counts by the time it started, whenever it was recorded. It is one UPDATE for both
+databases, computed from the row itself; on SQLite it runs inside the record's transaction.
 """
 
 from __future__ import annotations
@@ -12,12 +11,13 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
 
-from tucano.db.base import sqlite_time_text
+from tucano.db.base import UTCDateTime, sqlite_time_text
 from tucano.db.database import Database
+from tucano.db.sqlite_handover import immediate_transaction
 from tucano.deliveries.models import ResultStatus
 
 if TYPE_CHECKING:
@@ -65,53 +65,51 @@ def delivery_health(outcomes: Sequence[Outcome]) -> list[DeliveryHealth]:
     ]
 
 
-T = TypeVar("T", datetime, str)
-
-
-def next_delivery_health(
-    last_success_at: T | None,
-    failing_since: T | None,
-    *,
-    succeeded_at: T | None,
-    failed_at: Sequence[T],
-) -> tuple[T | None, T | None]:
-    """A webhook's (last_success_at, failing_since) once a batch is recorded: its failing run
-    starts at the first failed attempt that started after its last success, whenever each was
-    recorded. (The same rule as _RECORD_ON_POSTGRES.)"""
-    if succeeded_at is not None and (last_success_at is None or succeeded_at > last_success_at):
-        last_success_at = succeeded_at
-    if (
-        failing_since is not None
-        and last_success_at is not None
-        and failing_since <= last_success_at
-    ):
-        failing_since = None
-    later = [f for f in failed_at if last_success_at is None or f > last_success_at]
-    if later:
-        first = min(later)
-        failing_since = first if failing_since is None else min(failing_since, first)
-    return last_success_at, failing_since
-
-
-# next_delivery_health in terms of the row itself (w.), not of a copy read in the statement; a
-# row is written only when its values may change.
-_RECORD_ON_POSTGRES = """
+# The rule, one text for both databases, in terms of the row itself (w.) and the batch's row for
+# it (b.), not of a copy read earlier: two workers' updates of one webhook build on each other.
+_LAST_SUCCESS = """CASE WHEN w.last_success_at IS NULL OR b.succeeded_at > w.last_success_at
+                THEN b.succeeded_at ELSE w.last_success_at END"""
+# The failing run: its start, and the batch's failures, that came after the last success.
+_FAILING_SINCE = f"""(SELECT min(f.at) FROM ({{failures}} UNION ALL SELECT w.failing_since) AS f
+                 WHERE ({_LAST_SUCCESS}) IS NULL OR f.at > ({_LAST_SUCCESS}))"""  # noqa: S608
+# A row is written only when its values may change.
+_DELIVERY_HEALTH = f"""
 UPDATE webhooks AS w
-   SET last_success_at = GREATEST(w.last_success_at, b.succeeded_at),
-       failing_since = LEAST(
-           CASE WHEN GREATEST(w.last_success_at, b.succeeded_at) IS NULL
-                  OR w.failing_since > GREATEST(w.last_success_at, b.succeeded_at)
-                THEN w.failing_since END,
-           (SELECT min(f) FROM unnest(b.failed_at) AS f
-             WHERE GREATEST(w.last_success_at, b.succeeded_at) IS NULL
-                OR f > GREATEST(w.last_success_at, b.succeeded_at)))
-  FROM (SELECT (x->>0)::bigint AS id, (x->>1)::timestamptz AS succeeded_at,
-               ARRAY(SELECT jsonb_array_elements_text(x->2)::timestamptz) AS failed_at
-          FROM jsonb_array_elements($1::jsonb) AS x) AS b
+   SET last_success_at = {_LAST_SUCCESS},
+       failing_since = {_FAILING_SINCE}
+  FROM {{batch}} AS b
  WHERE w.id = b.id
    AND (b.succeeded_at IS NOT NULL OR w.failing_since IS NULL
-        OR w.failing_since > (SELECT min(f) FROM unnest(b.failed_at) AS f))
-"""
+        OR w.failing_since <= w.last_success_at
+        OR w.failing_since > (SELECT min(f.at) FROM ({{failures}}) AS f))
+"""  # noqa: S608 - our own constants
+# Each database's spelling of the batch (one JSON array of DeliveryHealth) and of a row's failures.
+_RECORD_ON_POSTGRES = _DELIVERY_HEALTH.format(
+    batch="""(SELECT (x->>0)::bigint AS id, (x->>1)::timestamptz AS succeeded_at,
+                  ARRAY(SELECT jsonb_array_elements_text(x->2)::timestamptz) AS failed_at
+             FROM jsonb_array_elements($1::jsonb) AS x)""",
+    failures="SELECT at FROM unnest(b.failed_at) AS failed(at)",
+)
+_RECORD_ON_SQLITE = _DELIVERY_HEALTH.format(
+    batch="""(SELECT x.value ->> 0 AS id, x.value ->> 1 AS succeeded_at, x.value -> 2 AS failed_at
+             FROM json_each(?) AS x)""",
+    failures="SELECT value AS at FROM json_each(b.failed_at)",
+)
+
+
+async def record_delivery_health(database: Database, health: Sequence[DeliveryHealth]) -> None:
+    """Set the webhooks' delivery health from `health` on its own, on either database."""
+    if database.dialect == "postgresql":
+        await record_delivery_health_on_postgres(database, health)
+        return
+    stored_time = UTCDateTime().bind_processor(database.engine.dialect)
+    assert stored_time is not None
+
+    def record(connection: sqlite3.Connection) -> None:
+        with immediate_transaction(connection):
+            record_delivery_health_on_sqlite(connection, health, stored_time)
+
+    await database.run_on_sqlite(record)
 
 
 async def record_delivery_health_on_postgres(
@@ -138,29 +136,13 @@ def record_delivery_health_on_sqlite(
     def as_stored(moment: datetime) -> str:
         return sqlite_time_text(stored_time(moment))
 
-    if not health:
-        return
-    ids = orjson.dumps([h.webhook_id for h in health]).decode()
-    stored = {
-        webhook_id: (last_success_at, failing_since)
-        for webhook_id, last_success_at, failing_since in connection.execute(
-            "SELECT id, last_success_at, failing_since FROM webhooks"
-            " WHERE id IN (SELECT value FROM json_each(?))",
-            (ids,),
-        )
-    }
-    changes = []
-    for h in health:
-        if h.webhook_id not in stored:
-            continue
-        before = stored[h.webhook_id]
-        after = next_delivery_health(
-            *before,
-            succeeded_at=None if h.succeeded_at is None else as_stored(h.succeeded_at),
-            failed_at=[as_stored(f) for f in h.failed_at],
-        )
-        if after != before:
-            changes.append((*after, h.webhook_id))
-    connection.executemany(
-        "UPDATE webhooks SET last_success_at = ?, failing_since = ? WHERE id = ?", changes
-    )
+    if health:
+        batch = [
+            (
+                h.webhook_id,
+                None if h.succeeded_at is None else as_stored(h.succeeded_at),
+                [as_stored(f) for f in h.failed_at],
+            )
+            for h in health
+        ]
+        connection.execute(_RECORD_ON_SQLITE, (orjson.dumps(batch).decode(),))

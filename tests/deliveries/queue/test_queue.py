@@ -127,6 +127,44 @@ async def test_one_record_moves_each_delivery_by_its_own_outcome(
     assert gone.error_message == "HTTP 503" + NOT_RETRIED
 
 
+@pytest.mark.parametrize("error_message", ["receiver answered HTTP 500", None])
+async def test_a_retry_whose_delivery_vanished_is_recorded_failed_and_says_why(
+    private_database: Database, error_message: str | None
+) -> None:
+    """A retry whose delivery left the queue while it was attempted (its webhook deleted, the
+    delivery cancelled) will not happen: FAILED, no next time, NOT_RETRIED after its error, or
+    alone when it had none, on either database."""
+    customer = new_customer_id()
+    webhook_id = await add_webhook(private_database, customer)
+    await publish(private_database, customer)
+    (held,) = await claim(private_database, customer)
+    await delete_webhook(private_database, customer, webhook_id)
+    now = clock.now()
+    await record_outcomes(
+        private_database,
+        [
+            Outcome(
+                claimed=held,
+                status=ResultStatus.PENDING_RETRY,
+                target_url="https://hooks.example.com/x",
+                http_status=None,
+                response_body=None,
+                error_message=error_message,
+                duration_ms=1,
+                attempted_at=now,
+                next_attempt_at=now + timedelta(minutes=5),
+            )
+        ],
+    )
+    async with private_database.session() as session:
+        (record,) = await session.scalars(
+            select(DeliveryResult).where(DeliveryResult.delivery_id == held.delivery_id)
+        )
+    assert record.status == ResultStatus.FAILED and record.next_attempt_at is None
+    assert record.error_message == (error_message or "") + NOT_RETRIED
+    assert await count(private_database, Delivery, customer) == 0
+
+
 async def test_giving_back_claims_names_those_whose_webhook_was_deleted_meanwhile(
     private_database: Database,
 ) -> None:

@@ -9,6 +9,7 @@ from typing import NamedTuple, Protocol
 
 from tucano.db.database import Database
 from tucano.deliveries.health import DeliveryHealth
+from tucano.deliveries.models import ResultStatus
 from tucano.webhooks import service as webhooks
 
 
@@ -124,8 +125,30 @@ RESULT_COLUMNS = ", ".join(RESULT_NAMES)
 NOT_LEASED = "(lease_until IS NULL OR lease_until <= {now})"
 
 # A retry whose delivery has left the queue meanwhile (its webhook deleted) will not happen: its
-# record says so, FAILED rather than PENDING_RETRY, with this after its error.
+# record says so, FAILED rather than PENDING_RETRY, with this after its error (or alone).
 NOT_RETRIED = "; not retried: the delivery was cancelled or finished meanwhile"
+ERROR_MESSAGE_LENGTH = 500  # delivery_results.error_message
+
+
+def vanished_retry(row: OutcomeRow) -> OutcomeRow:
+    """How a retry (PENDING_RETRY) whose delivery has left the queue is recorded: FAILED, with
+    no next time and NOT_RETRIED after its error message, if any. (SQLite's record.)"""
+    error_message = ((row.error_message or "") + NOT_RETRIED)[:ERROR_MESSAGE_LENGTH]
+    return row._replace(
+        status=ResultStatus.FAILED, error_message=error_message, next_attempt_at=None
+    )
+
+
+def vanished_retry_sql(row: str, *, vanished: str) -> dict[str, str]:
+    """vanished_retry in SQL (PostgreSQL's record): the result columns it sets, as expressions
+    of the outcome `row` (an alias) that apply it where the condition `vanished` holds."""
+    error_message = f"COALESCE({row}.error_message, '') || '{NOT_RETRIED}'"
+    return {
+        "status": f"CASE WHEN {vanished} THEN '{ResultStatus.FAILED}' ELSE {row}.status END",
+        "error_message": f"CASE WHEN {vanished} THEN substr({error_message}, 1,"
+        f" {ERROR_MESSAGE_LENGTH}) ELSE {row}.error_message END",
+        "next_attempt_at": f"CASE WHEN {vanished} THEN NULL ELSE {row}.next_attempt_at END",
+    }
 
 
 class QueueBackend(Protocol):

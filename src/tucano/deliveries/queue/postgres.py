@@ -13,15 +13,15 @@ import structlog
 from tucano.db.database import Database
 from tucano.deliveries import result_counts
 from tucano.deliveries.health import DeliveryHealth, record_delivery_health_on_postgres
-from tucano.deliveries.models import FIRST_ATTEMPT_QUEUE, RETRY_QUEUE
+from tucano.deliveries.models import FIRST_ATTEMPT_QUEUE, RETRY_QUEUE, ResultStatus
 from tucano.deliveries.queue.backend import (
     CLAIMED_COLUMNS,
     NOT_LEASED,
-    NOT_RETRIED,
     RESULT_COLUMNS,
     RESULT_NAMES,
     ClaimedRow,
     OutcomeRow,
+    vanished_retry_sql,
 )
 
 log = structlog.get_logger("tucano.deliveries")
@@ -87,18 +87,12 @@ _OUTCOME_TYPES = {
 _OUTCOME_FIELDS = ", ".join(
     f"(r->>{i})::{_OUTCOME_TYPES[name]} AS {name}" for i, name in enumerate(OutcomeRow._fields)
 )
-# A retry whose delivery vanished (see NOT_RETRIED), read from `locked` (`l`), the rows as they
+# A retry whose delivery vanished (vanished_retry), read from `locked` (`l`), the rows as they
 # are once locked: the statement's snapshot predates a deletion the lock waited for.
-_VANISHED = "o.status = 'PENDING_RETRY' AND l.id IS NULL"
-_RESULT_VALUES = ", ".join(
-    {
-        "status": f"CASE WHEN {_VANISHED} THEN 'FAILED' ELSE o.status END",
-        "error_message": f"CASE WHEN {_VANISHED} THEN left(o.error_message || '{NOT_RETRIED}', 500)"
-        " ELSE o.error_message END",
-        "next_attempt_at": f"CASE WHEN {_VANISHED} THEN NULL ELSE o.next_attempt_at END",
-    }.get(name, f"o.{name}")
-    for name in RESULT_NAMES
+_NOT_RETRIED = vanished_retry_sql(
+    "o", vanished=f"o.status = '{ResultStatus.PENDING_RETRY}' AND l.id IS NULL"
 )
+_RESULT_VALUES = ", ".join(_NOT_RETRIED.get(name, f"o.{name}") for name in RESULT_NAMES)
 # Results are inserted; deliveries move on only where this worker still holds the claim (a retry
 # gets its next time, a finished delivery leaves the queue). LATERAL with LIMIT and
 # `= ANY(ARRAY(...))` keep every step to index lookups of the batch's own ids. `locked`: the

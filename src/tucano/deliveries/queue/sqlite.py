@@ -26,10 +26,10 @@ from tucano.deliveries.models import (
 from tucano.deliveries.queue.backend import (
     CLAIMED_COLUMNS,
     NOT_LEASED,
-    NOT_RETRIED,
     RESULT_NAMES,
     ClaimedRow,
     OutcomeRow,
+    vanished_retry,
 )
 
 _DELIVERIES = cast(Table, Delivery.__table__)
@@ -140,16 +140,17 @@ class SqliteQueue:
         assert stored_time is not None
         ids = orjson.dumps([row.delivery_id for row in rows]).decode()
         stored_now = stored_time(now)
-        # Each result as its columns by name, times as SQLite stores them.
-        results = [
+        # Each result with times as SQLite stores them, and as its columns by name.
+        stored = [
             row._replace(
                 attempted_at=stored_time(row.attempted_at),
                 next_attempt_at=(
                     None if row.next_attempt_at is None else stored_time(row.next_attempt_at)
                 ),
-            )._asdict()
+            )
             for row in rows
         ]
+        results = [row._asdict() for row in stored]
         finished = [(r.delivery_id, r.claim_token) for r in rows if r.next_attempt_at is None]
         retries = [
             (result["next_attempt_at"], stored_now, result["delivery_id"], result["claim_token"])
@@ -160,16 +161,9 @@ class SqliteQueue:
         def record(connection: sqlite3.Connection) -> None:
             with immediate_transaction(connection):
                 queued = {delivery_id for (delivery_id,) in connection.execute(_QUEUED, (ids,))}
-                for result in results:
-                    if (
-                        result["status"] == ResultStatus.PENDING_RETRY
-                        and result["delivery_id"] not in queued
-                    ):
-                        result["status"] = ResultStatus.FAILED
-                        result["error_message"] = ((result["error_message"] or "") + NOT_RETRIED)[
-                            :500
-                        ]
-                        result["next_attempt_at"] = None
+                for i, row in enumerate(stored):
+                    if row.status == ResultStatus.PENDING_RETRY and row.delivery_id not in queued:
+                        results[i] = vanished_retry(row)._asdict()
                 connection.executemany(_INSERT_RESULT, results)
                 connection.executemany(
                     _INSERT_COUNT,
