@@ -28,7 +28,7 @@ from tucano.payment_links import payments as payment_link_payments
 from tucano.payment_links import totals as payment_link_totals
 from tucano.webhooks import service as webhooks
 
-log = structlog.get_logger("tucano.background")
+log = structlog.get_logger("tucano.jobs")
 # The longest a failing job waits before it tries again (unless its own interval is longer).
 JOB_PAUSE_MAX_SECONDS = 30.0
 

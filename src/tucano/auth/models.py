@@ -17,7 +17,7 @@ class ApiClient(Base):
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True)
     client_id: Mapped[str] = mapped_column(String(64), unique=True)
     # sha256 of the secret: client secrets are 256 random bits, so a slow password hash buys
-    # nothing and would make every token request cost tens of milliseconds.
+    # nothing and would slow every token request.
     secret_hash: Mapped[str] = mapped_column(String(128))
     customer_id: Mapped[int] = mapped_column(BigInteger, index=True)
     partner_id: Mapped[int | None] = mapped_column(BigInteger)

@@ -22,7 +22,7 @@ TXID_MAX_LENGTH = 35
 # The sandbox's ISPB. A real ISPB is a participant's CNPJ root; this one is an evident placeholder
 # so that a sandbox id is never read as coming from a real institution.
 TUCANO_ISPB = "99999999"
-SANDBOX_ISPB = TUCANO_ISPB  # the name webhooks.samples uses
+SANDBOX_ISPB = TUCANO_ISPB  # the name events.samples uses
 
 _TIMESTAMP_FORMAT = "%Y%m%d%H%M"
 _GENERATED_ALPHABET = string.ascii_uppercase + string.digits

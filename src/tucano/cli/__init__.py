@@ -61,9 +61,9 @@ def repeated_option(command: Any, args: list[str]) -> str | None:
     single: dict[str, str] = {}
     for parameter in command.params:
         if parameter.param_type_name == "option" and not (parameter.multiple or parameter.count):
-            shown = "/".join((*parameter.opts, *parameter.secondary_opts))
+            spelling = "/".join((*parameter.opts, *parameter.secondary_opts))
             for name in (*parameter.opts, *parameter.secondary_opts):
-                single[name] = shown
+                single[name] = spelling
     seen: set[str] = set()
     for arg in args[position:]:
         if arg == "--":

@@ -66,13 +66,13 @@ def prepare_database(settings: Settings, *, migrate: bool) -> None:
     from tucano.core.logs import exception_summary
     from tucano.migrations import schema_problem, upgrade
 
-    shown = safe_url(settings.database_url)
-    typer.echo(f"database: {shown}", err=True)
+    shown_url = safe_url(settings.database_url)
+    typer.echo(f"database: {shown_url}", err=True)
     parsed = make_url(settings.database_url)
     sqlite_file = parsed.database if parsed.drivername.startswith("sqlite") else None
     if not migrate and sqlite_file and not Path(sqlite_file).exists():
         fail(
-            f"the database {shown} does not exist: run `tucano migrate` (or `tucano serve`) "
+            f"the database {shown_url} does not exist: run `tucano migrate` (or `tucano serve`) "
             "in the directory it belongs to, or set TUCANO_DATABASE_URL"
         )
     try:

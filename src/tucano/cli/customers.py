@@ -120,11 +120,11 @@ def show_customer_command(
         finally:
             await database.dispose()
 
-    shown = run_on_database(run)
-    if shown is None:
+    profile = run_on_database(run)
+    if profile is None:
         sandbox = " (its sandbox checkout shows TUCANO SANDBOX)" if settings.is_sandbox else ""
         fail(
             f"customer {customer_id} has no merchant profile{sandbox}: "
             "set one with tucano customers set"
         )
-    typer.echo(json.dumps(shown, ensure_ascii=False))
+    typer.echo(json.dumps(profile, ensure_ascii=False))

@@ -48,7 +48,7 @@ LONGEST_LOGGED_TEXT = 2048
 # (19 digits, each followed by up to three 3-character separators); a run left at the cut goes.
 _CARD_SPAN = 19 + 18 * 3 * 3
 # What a run of a card number and its separators is made of, read backwards from a cut without
-# a regex (a regex with overlapping alternatives backtracked exponentially on "%1%1%1...x").
+# a regex (one with overlapping alternatives can backtrack exponentially here).
 _CARD_RUN = frozenset("0123456789%ABCDEFabcdef" + _SEPARATORS)
 # What a token (a tsk_ secret, a JWT, a signing secret, a card and its separators) is made of:
 # a traceback's kept end starts after the first character that cannot be part of one.

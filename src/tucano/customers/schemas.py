@@ -13,7 +13,7 @@ from tucano.brazil.pix_keys import parse_pix_key
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
-def _shown_text(value: str) -> str:
+def _single_line_text(value: str) -> str:
     if _CONTROL.search(value):
         raise ValueError("must not contain control characters (a line break, a tab)")
     return " ".join(value.split())
@@ -36,13 +36,13 @@ def _mcc(value: str) -> str:
 
 MerchantName = Annotated[
     str,
-    AfterValidator(_shown_text),
+    AfterValidator(_single_line_text),
     Field(min_length=1, max_length=100),
     _written_in_the_br_code(MERCHANT_NAME_MAX),
 ]
 MerchantCity = Annotated[
     str,
-    AfterValidator(_shown_text),
+    AfterValidator(_single_line_text),
     Field(min_length=1, max_length=60),
     _written_in_the_br_code(MERCHANT_CITY_MAX),
 ]

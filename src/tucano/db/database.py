@@ -109,7 +109,7 @@ class Database:
         its rows without SQLAlchemy's per-row machinery.
 
         They come from asyncpg's own pool, with only its built-in reset: the cheapest way to
-        borrow a connection of the three measured (docs/adr/database.md)."""
+        borrow a connection (docs/adr/database.md)."""
         pool = self._driver_pool or await self._open_driver_pool()
         async with pool.acquire() as connection:
             yield connection

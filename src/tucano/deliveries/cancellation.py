@@ -33,9 +33,9 @@ async def cancel_deliveries_to(
     """Take every pending delivery to one of the customer's webhooks off the queue, so its
     history ends in words rather than at a retry that never comes: one waiting in the queue is
     recorded as an attempt that was not sent (FAILED, with `reason`); one a worker holds under
-    its lease is that worker's to record (it hears of the deletion, see worker.py), and is kept
-    aside in case the worker never does (record_abandoned_cancellations). Returns how many were
-    pending.
+    its lease is that worker's to record (it hears of the deletion: worker/loop.py,
+    `_on_webhook_change`), and is kept aside in case the worker never does
+    (record_abandoned_cancellations). Returns how many were pending.
 
     The caller holds the webhook's row (FOR UPDATE), so no delivery to it can be added meanwhile
     (queueing one takes a share of that row). Set-based: a backlog of any size is a few
@@ -160,8 +160,9 @@ async def _record_cancelled(
 
 
 # How long after its lease a cancelled delivery's holder still has to record it itself: an
-# attempt starts well before the lease ends (worker.py) and is recorded within a second of its
-# answer, so only a holder that stopped (killed, or paused past this) leaves it unrecorded.
+# attempt starts well before the lease ends (worker/loop.py, `_send_forever`) and is recorded
+# within a second of its answer, so only a holder that stopped (killed, or paused past this)
+# leaves it unrecorded.
 ABANDONED_AFTER = timedelta(seconds=60)
 # Its worker may have been sending it, or have sent it, when it stopped: nobody knows.
 ABANDONED = (

@@ -129,7 +129,7 @@ def record_delivery_health_on_sqlite(
     health: Sequence[DeliveryHealth],
     stored_time: Callable[[datetime], datetime],
 ) -> None:
-    """The same, inside a transaction of db.run_on_sqlite's `work`, which holds the write lock
+    """The same, inside a transaction of Database.run_on_sqlite's `work`, which holds the write lock
     (`stored_time`: the column type's bind processor). Times are compared as the text SQLite
     keeps them as."""
 

@@ -144,7 +144,7 @@ def _published(
 
 
 # SQLite: the same as _PUBLISH_ON_POSTGRES in two statements, run on the driver's thread in one
-# hand-over (db.run_on_sqlite), inside the caller's transaction.
+# hand-over (db.sqlite_handover.run_on_sqlite), inside the caller's transaction.
 _INSERT_EVENT_ON_SQLITE = (
     "INSERT INTO events (id, customer_id, event_type, payload, created_at) VALUES (?, ?, ?, ?, ?)"
 )

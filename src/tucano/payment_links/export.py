@@ -124,8 +124,8 @@ async def _read_whole(database: Database, statement: Select[Any]) -> list[Any]:
 
     A streamed response is cancelled when its client goes away; a read cancelled mid-statement
     would leave its connection inside a transaction, which on SQLite holds the write lock (see
-    db._on_begin and docs/adr/payment-links.md). Shielded, the read finishes and its session
-    closes normally; the stream stops after it."""
+    `_on_begin` in db.engines, and docs/adr/payment-links.md). Shielded, the read finishes and
+    its session closes normally; the stream stops after it."""
 
     async def read() -> list[Any]:
         async with database.read_session() as session:

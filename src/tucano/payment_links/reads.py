@@ -138,8 +138,8 @@ async def read_link(
     """The customer's link and its payment, for display (a row with the link's column names,
     read without the ORM); another customer's link is answered as missing. Writers use
     `get_link`. On PostgreSQL, the most frequent request: reads that arrive together under load
-    share one statement (db.CoalescedLookup), each still seeing every write committed before it
-    came."""
+    share one statement (db.coalesced.CoalescedLookup), each still seeing every write committed
+    before it came."""
     row: Any
     if database.dialect == "postgresql":
         row = await database.coalesced(_read_links_on_postgres).get((customer_id, link_uuid))

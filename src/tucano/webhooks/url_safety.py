@@ -272,10 +272,10 @@ def refuse_unless_allowed(
 ) -> None:
     for address in addresses:
         if not is_allowed_address(address, allowed_networks, resolved=resolved):
-            shown = "" if str(address) == host else f" ({address})"
+            resolved_to = "" if str(address) == host else f" ({address})"
             raise TargetRefused(
-                f"host {host}{shown} is not a public address; webhooks are only sent to public "
-                "hosts (see TUCANO_WEBHOOK_ALLOWED_NETWORKS for local development)"
+                f"host {host}{resolved_to} is not a public address; webhooks are only sent to "
+                "public hosts (see TUCANO_WEBHOOK_ALLOWED_NETWORKS for local development)"
             )
 
 

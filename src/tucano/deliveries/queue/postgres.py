@@ -29,7 +29,7 @@ log = structlog.get_logger("tucano.deliveries")
 # The queues are spelled exactly as their partial indexes' conditions, which a planner needs to
 # use them; other workers' claims are skipped, not waited for.
 # Hosts left out by the target URL of each delivery's webhook: its scheme://host[:port]
-# (worker._target_key, lower case) followed by nothing, /, ? or #, so that a hanging host
+# (worker.dispatcher.target_key, lower case) followed by nothing, /, ? or #, so that a hanging host
 # behind more webhooks than a worker may hold cannot fill every claim.
 _NOT_TO_HOSTS = """
 (cardinality($7::text[]) = 0 OR NOT EXISTS (

@@ -1,6 +1,7 @@
 """The delivery queue on SQLite: a claim and a record are a few statements in one transaction
-under the database's write lock, run on the driver's thread in one hand-over (db.run_on_sqlite),
-the batch's ids travelling as one JSON array (why: docs/adr/delivery-queue.md)."""
+under the database's write lock, run on the driver's thread in one hand-over
+(Database.run_on_sqlite), the batch's ids travelling as one JSON array (why:
+docs/adr/delivery-queue.md)."""
 
 from __future__ import annotations
 
