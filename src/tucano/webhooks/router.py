@@ -83,7 +83,7 @@ async def create_webhook(
         secret_store=store,
     )
     await session.commit()
-    return json_response(WebhookCreated.of(webhook, secret=store.secret(webhook)))
+    return json_response(WebhookCreated.with_secret(webhook, secret=store.secret(webhook)))
 
 
 @router.get(

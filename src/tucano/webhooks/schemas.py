@@ -104,7 +104,8 @@ class WebhookCreated(Webhook):
     )
 
     @classmethod
-    def of(cls, row: WebhookRow, *, secret: str) -> WebhookCreated:
+    def with_secret(cls, row: WebhookRow, *, secret: str) -> WebhookCreated:
+        """`row` with its signing secret, opened (webhooks.secret_store)."""
         return cls(**Webhook.of(row).model_dump(), secret=secret)
 
 
