@@ -67,6 +67,7 @@ from tucano.events.types import EventType
 from tucano.migrations import upgrade
 from tucano.runtime import tune_garbage_collector
 from tucano.webhooks.models import Webhook
+from tucano.webhooks.secret_store import WebhookSecretStore
 from tucano.webhooks.service import new_signing_secret
 from tucano.webhooks.signing import delivery_headers
 
@@ -391,20 +392,22 @@ async def engine_database(url: str, targets: list[str]) -> tuple[Database, Setti
     )
     database = Database(url)
     now = clock.now()
+    store = WebhookSecretStore.of(b"bench-" + b"k" * 40, settings)
     async with database.session() as session:
         for target in targets:
-            session.add(
-                Webhook(
-                    customer_id=CUSTOMER_ID,
-                    partner_id=None,
-                    target_url=target,
-                    event_type="PIX_OUTBOUND",
-                    is_active=True,
-                    secret=new_signing_secret(),
-                    created_at=now,
-                    updated_at=now,
-                )
+            webhook = Webhook(
+                customer_id=CUSTOMER_ID,
+                partner_id=None,
+                target_url=target,
+                event_type="PIX_OUTBOUND",
+                is_active=True,
+                secret="",
+                created_at=now,
+                updated_at=now,
             )
+            session.add(webhook)
+            await session.flush()
+            store.seal(webhook, secret=new_signing_secret(), previous_secrets=None)
         await session.commit()
     return database, settings
 

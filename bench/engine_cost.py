@@ -60,6 +60,7 @@ from tucano.deliveries.worker.sender import Sender, SendResult
 from tucano.events.samples import sample_payload
 from tucano.events.types import EventType
 from tucano.runtime import tune_garbage_collector
+from tucano.webhooks.secret_store import load_secret_store
 from tucano.webhooks.service import new_signing_secret
 from tucano.webhooks.signing import delivery_headers
 
@@ -166,7 +167,12 @@ async def worker_without_database_cost(url: str, receivers: Receivers, events: i
         await publish(database, burst[start : start + 100], {})
     expected = events * WEBHOOKS
     claimed = (
-        await queue.claim_due_deliveries(database, limit=expected, lease=timedelta(hours=1))
+        await queue.claim_due_deliveries(
+            database,
+            secret_store=await load_secret_store(settings, database),
+            limit=expected,
+            lease=timedelta(hours=1),
+        )
     ).deliveries
 
     async def from_memory(_database: object, *, limit: int, **_filters: object) -> queue.Claim:

@@ -34,6 +34,7 @@ from tucano.openapi import document_deliveries, openapi_document, operation_id
 from tucano.payment_links.checkout_tokens import KEY_PURPOSE as CHECKOUT_KEY_PURPOSE
 from tucano.payment_links.router import router as payment_links_router
 from tucano.webhooks.router import router as webhooks_router
+from tucano.webhooks.secret_store import WebhookSecretStore
 
 DESCRIPTION = """\
 Tucano is a payments API for Brazil.
@@ -82,6 +83,7 @@ def create_app(
         app.state.access_token_key = derive_key(secret_key, "access-token")
         app.state.checkout_key = derive_key(secret_key, CHECKOUT_KEY_PURPOSE)
         app.state.csrf_key = derive_key(secret_key, CSRF_KEY_PURPOSE)
+        app.state.webhook_secret_store = WebhookSecretStore.of(secret_key, settings)
         # Checkout tokens in links payers hold outlive a change of key; access tokens do not.
         app.state.checkout_keys = [
             app.state.checkout_key,
@@ -97,7 +99,10 @@ def create_app(
             revoked.keep_fresh(db, stop), name="revoked-clients"
         )
         loops = (
-            asyncio.create_task(run_background(db, settings, stop), name="background")
+            asyncio.create_task(
+                run_background(db, settings, stop, secret_store=app.state.webhook_secret_store),
+                name="background",
+            )
             if background
             else None
         )

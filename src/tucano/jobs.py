@@ -27,6 +27,7 @@ from tucano.payment_links import creation as payment_link_creation
 from tucano.payment_links import payments as payment_link_payments
 from tucano.payment_links import totals as payment_link_totals
 from tucano.webhooks import service as webhooks
+from tucano.webhooks.secret_store import WebhookSecretStore
 
 log = structlog.get_logger("tucano.jobs")
 # The longest a failing job waits before it tries again (unless its own interval is longer).
@@ -144,9 +145,15 @@ async def run_periodic_jobs(
             await asyncio.wait_for(stop.wait(), timeout=wait)
 
 
-async def run_background(database: Database, settings: Settings, stop: asyncio.Event) -> None:
+async def run_background(
+    database: Database,
+    settings: Settings,
+    stop: asyncio.Event,
+    *,
+    secret_store: WebhookSecretStore | None = None,
+) -> None:
     """Run the worker and the periodic jobs until `stop` is set."""
     await asyncio.gather(
-        DeliveryWorker(database, settings).run(stop),
+        DeliveryWorker(database, settings, secret_store=secret_store).run(stop),
         run_periodic_jobs(database, periodic_jobs(settings), stop),
     )

@@ -591,3 +591,44 @@ def test_serve_logs_json_lines_unless_told_otherwise_or_on_a_terminal(
         assert json.loads(line)["path"] == "/health/live"
     else:
         assert not line.startswith("{") and "request" in line and "path=/health/live" in line
+
+
+def test_secrets_reencrypt_moves_secrets_to_the_current_key(tmp_path: Path) -> None:
+    from tucano.core.secret_box import key_id
+    from tucano.webhooks.models import Webhook
+    from tucano.webhooks.secret_store import WebhookSecretStore
+
+    old_key, new_key = "old-key-" + "o" * 32, "new-key-" + "n" * 32
+    assert (
+        run_tucano("migrate", cwd=tmp_path, env=clean_env(TUCANO_SECRET_KEY=old_key)).returncode
+        == 0
+    )
+    sealed = Webhook(id=1, secret="", previous_secrets=None)
+    WebhookSecretStore(old_key.encode()).seal(sealed, secret="whsec_kept", previous_secrets=None)
+    database = sqlite3.connect(tmp_path / "tucano.db")
+    with database:
+        database.execute(
+            "INSERT INTO webhooks (id, customer_id, target_url, event_type, is_active, secret,"
+            " created_at, updated_at) VALUES (1, 10, 'https://example.com/h', 'PIX_OUTBOUND', 1,"
+            " ?, '2026-12-02 10:00:00.000000', '2026-12-02 10:00:00.000000')",
+            (sealed.secret,),
+        )
+    database.close()
+
+    # Without the old key the value cannot be opened, and the command says which key it needs.
+    unknown = run_tucano(
+        "secrets", "reencrypt", cwd=tmp_path, env=clean_env(TUCANO_SECRET_KEY=new_key)
+    )
+    assert unknown.returncode == 2 and "TUCANO_PREVIOUS_SECRET_KEYS" in unknown.stderr
+    rotating = clean_env(TUCANO_SECRET_KEY=new_key, TUCANO_PREVIOUS_SECRET_KEYS=old_key)
+    done = run_tucano("secrets", "reencrypt", cwd=tmp_path, env=rotating)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"webhooksResealed": 1, "keyId": key_id(new_key.encode())}
+    again = run_tucano("secrets", "reencrypt", cwd=tmp_path, env=rotating)
+    assert json.loads(again.stdout)["webhooksResealed"] == 0
+
+    database = sqlite3.connect(tmp_path / "tucano.db")
+    [(stored,)] = database.execute("SELECT secret FROM webhooks").fetchall()
+    database.close()
+    resealed = Webhook(id=1, secret=stored, previous_secrets=None)
+    assert WebhookSecretStore(new_key.encode()).secret(resealed) == "whsec_kept"

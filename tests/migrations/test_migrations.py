@@ -20,9 +20,17 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 from tests.support.databases import drop_scratch_database
-from tests.support.settings import POSTGRES_URL, database_params, fresh_database_url
+from tests.support.settings import (
+    POSTGRES_URL,
+    TEST_SECRET_KEY,
+    TEST_SECRET_STORE,
+    database_params,
+    fresh_database_url,
+)
+from tucano.core.secret_box import SecretBoxError
 from tucano.migrations import downgrade, upgrade
 from tucano.migrations.registry import metadata
+from tucano.webhooks.secret_store import WebhookSecretStore
 from tucano.webhooks.signing import signing_secrets
 
 
@@ -201,7 +209,7 @@ async def test_a_previous_secret_in_its_grace_is_carried_over(tmp_root: Path) ->
             )
     database.close()
 
-    await asyncio.to_thread(upgrade, url)
+    await asyncio.to_thread(upgrade, url, "0008_previous_secrets")  # 0016 seals them after
 
     rows = _rows(url, "SELECT id, previous_secrets FROM webhooks ORDER BY id")
     expected = [["whsec_live", live.strftime("%Y-%m-%dT%H:%M:%S.123Z")]]
@@ -210,6 +218,7 @@ async def test_a_previous_secret_in_its_grace_is_carried_over(tmp_root: Path) ->
         "whsec_now",
         "whsec_live",
     )
+    await asyncio.to_thread(upgrade, url)
     _, drift = await tables_and_drift(url)
     assert drift == []
 
@@ -351,3 +360,85 @@ async def test_links_made_before_the_checkout_get_a_txid_of_their_own(empty_data
     assert all(re.fullmatch(r"[A-Za-z0-9]{1,25}", txid) for txid in found), found
     _, drift = await tables_and_drift(empty_database)
     assert drift == []
+
+
+async def _webhooks_at_0015(url: str, rows: list[tuple[int, str, str | None]]) -> None:
+    """Webhooks (id, secret, previous_secrets) as the release before 0016 stored them."""
+    await asyncio.to_thread(upgrade, url, "0015_checkout")
+    engine = create_async_engine(url, poolclass=NullPool)
+    at: object = (
+        datetime(2026, 12, 1, 10, tzinfo=UTC)
+        if "postgresql" in url
+        else "2026-12-01 10:00:00.000000"
+    )
+    try:
+        async with engine.begin() as connection:
+            for webhook_id, secret, previous in rows:
+                await connection.execute(
+                    text(
+                        "INSERT INTO webhooks (id, customer_id, target_url, event_type, is_active,"
+                        " secret, previous_secrets, created_at, updated_at) VALUES (:id, 10,"
+                        " 'https://example.com/h', 'PIX_OUTBOUND', true, :secret, :previous,"
+                        " :at, :at)"
+                    ),
+                    {"id": webhook_id, "secret": secret, "previous": previous, "at": at},
+                )
+    finally:
+        await engine.dispose()
+
+
+async def _stored_secrets(url: str) -> list[tuple[int, str, str | None]]:
+    engine = create_async_engine(url, poolclass=NullPool)
+    try:
+        async with engine.connect() as connection:
+            rows = await connection.execute(
+                text("SELECT id, secret, previous_secrets FROM webhooks ORDER BY id")
+            )
+            return [(row[0], row[1], row[2]) for row in rows]
+    finally:
+        await engine.dispose()
+
+
+async def test_secrets_stored_before_the_upgrade_are_sealed(empty_database: str) -> None:
+    """0016: every webhook's secrets are sealed under TUCANO_SECRET_KEY, each bound to its row;
+    the downgrade opens them again."""
+    previous = json.dumps([["whsec_replaced", "2099-01-01T00:00:00.000Z"]])
+    before = [(1, "whsec_current1", previous), (2, "whsec_current2", None)]
+    await _webhooks_at_0015(empty_database, before)
+
+    await asyncio.to_thread(upgrade, empty_database, secret_key=TEST_SECRET_KEY)
+
+    sealed = await _stored_secrets(empty_database)
+    for (webhook_id, secret, stored_previous), (_, plain, plain_previous) in zip(
+        sealed, before, strict=True
+    ):
+        assert secret.startswith("v1:") and "whsec_" not in secret
+        assert stored_previous is None or "whsec_" not in stored_previous
+        assert TEST_SECRET_STORE.signing_secrets(
+            webhook_id, secret, stored_previous, now=datetime.now(UTC)
+        ) == (plain, *(["whsec_replaced"] if plain_previous else []))
+    # Bound to its row: webhook 1's value does not open as webhook 2's.
+    with pytest.raises(SecretBoxError):
+        TEST_SECRET_STORE.signing_secrets(2, sealed[0][1], None, now=datetime.now(UTC))
+    _, drift = await tables_and_drift(empty_database)
+    assert drift == []
+
+    await asyncio.to_thread(downgrade, empty_database, "0015_checkout", secret_key=TEST_SECRET_KEY)
+    assert await _stored_secrets(empty_database) == before
+
+
+async def test_without_a_secret_key_the_upgrade_seals_under_the_sandbox_key(
+    tmp_root: Path,
+) -> None:
+    """0016 in sandbox without TUCANO_SECRET_KEY: the key the service would generate, made and
+    kept in instance_secrets, so the service then opens what the migration sealed."""
+    url = await fresh_database_url("sqlite", tmp_root)
+    await _webhooks_at_0015(url, [(1, "whsec_sandbox", None)])
+
+    await asyncio.to_thread(upgrade, url)
+
+    [(value,)] = _rows(url, "SELECT value FROM instance_secrets WHERE name = 'secret_key'")
+    [(_, secret, _)] = await _stored_secrets(url)
+    assert "whsec_" not in secret
+    store = WebhookSecretStore(str(value).encode())
+    assert store.signing_secrets(1, secret, None, now=datetime.now(UTC)) == ("whsec_sandbox",)

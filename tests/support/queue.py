@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from tests.support.settings import TEST_SECRET_STORE
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.deliveries import cancellation, outbox
@@ -35,11 +36,13 @@ async def add_webhook(database: Database, customer_id: int, *, active: bool = Tr
             target_url="https://hooks.example.com/x",
             event_type="PIX_OUTBOUND",
             is_active=active,
-            secret="whsec_" + "A" * 32,
+            secret="",
             created_at=now,
             updated_at=now,
         )
         session.add(webhook)
+        await session.flush()
+        TEST_SECRET_STORE.seal(webhook, secret="whsec_" + "A" * 32, previous_secrets=None)
         await session.commit()
         return webhook.id
 
@@ -57,7 +60,11 @@ async def publish(database: Database, customer_id: int, *, commit: bool = True) 
 
 
 async def claim(database: Database, customer_id: int) -> list[ClaimedDelivery]:
-    claims = (await claim_due_deliveries(database, limit=1000, lease=LEASE)).deliveries
+    claims = (
+        await claim_due_deliveries(
+            database, secret_store=TEST_SECRET_STORE, limit=1000, lease=LEASE
+        )
+    ).deliveries
     return [c for c in claims if c.customer_id == customer_id]
 
 

@@ -11,11 +11,14 @@ import pytest
 
 from tests.support.databases import create_scratch_database
 from tucano.config import Settings
+from tucano.webhooks.secret_store import WebhookSecretStore
 
 # Where set (CI sets it), every database test runs on this PostgreSQL too.
 POSTGRES_URL = os.environ.get("TUCANO_TEST_DATABASE_URL", "")
 
 TEST_SECRET_KEY = "test-secret-key-" + "x" * 32
+# Seals and opens webhook secrets as a service with TEST_SECRET_KEY does.
+TEST_SECRET_STORE = WebhookSecretStore(TEST_SECRET_KEY.encode())
 
 
 def make_settings(database_url: str, **overrides: Any) -> Settings:

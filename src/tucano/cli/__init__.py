@@ -1,6 +1,6 @@
 """The `tucano` command: serve, worker, migrate; clients create / list / revoke; customers set /
-show. Help is plain text (no type tags, ranges whole), a single-valued option given twice is
-refused, and every command that uses the database names it on stderr."""
+show; secrets reencrypt. Help is plain text (no type tags, ranges whole), a single-valued
+option given twice is refused, and every command that uses the database names it on stderr."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from tucano.cli.clients import clients_app
 from tucano.cli.common import fail
 from tucano.cli.customers import customers_app
 from tucano.cli.processes import processes_app
+from tucano.cli.secret_keys import secrets_app
 
 app = typer.Typer(
     name="tucano",
@@ -26,6 +27,7 @@ app = typer.Typer(
 app.add_typer(processes_app)
 app.add_typer(clients_app, name="clients")
 app.add_typer(customers_app, name="customers")
+app.add_typer(secrets_app, name="secrets")
 
 
 def _print_version(value: bool) -> None:

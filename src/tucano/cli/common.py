@@ -83,7 +83,8 @@ def prepare_database(settings: Settings, *, migrate: bool) -> None:
         fail(problem)
     if migrate:
         try:
-            upgrade(settings.database_url)
+            key = settings.secret_key
+            upgrade(settings.database_url, secret_key=key.get_secret_value() if key else None)
         except Exception as exc:
             fail(f"could not migrate the database: {exception_summary(exc)}")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from sqlalchemy import event
@@ -15,6 +16,22 @@ from sqlalchemy.pool import PoolResetState
 from sqlalchemy.util import await_
 
 _BEGIN_PENDING = "tucano_begin_pending"
+# The SQLite database holds sealed secrets and the sandbox's key: its owner's alone. SQLite
+# gives its -wal and -shm files the database file's mode.
+SQLITE_FILE_MODE = 0o600
+
+
+def create_private_sqlite_file(database_url: str) -> None:
+    """Create the SQLite file of `database_url`, empty and readable by its owner only, if it
+    is not there yet (sqlite3 would create it with the umask's mode, often world-readable)."""
+    url = make_url(database_url)
+    path = url.database
+    if url.get_backend_name() != "sqlite" or not path or path.startswith("file:"):
+        return
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SQLITE_FILE_MODE))
+    except FileExistsError:
+        return
 
 
 def _configure_sqlite(engine: AsyncEngine, *, read_only: bool = False) -> None:
@@ -93,6 +110,7 @@ def create_engine(
 ) -> AsyncEngine:
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite":
+        create_private_sqlite_file(database_url)
         # One writing connection per process: SQLite has one writer at a time anyway, and
         # queueing for the connection in asyncio is far cheaper than SQLite's busy handler,
         # which sleeps. Reads have connections of their own (read_only), which neither wait

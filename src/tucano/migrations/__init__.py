@@ -18,21 +18,24 @@ from alembic.script import ScriptDirectory
 MIGRATIONS_DIR = Path(__file__).parent
 
 
-def alembic_config(database_url: str) -> Config:
+def alembic_config(database_url: str, *, secret_key: str | None = None) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("path_separator", "os")
     config.attributes["database_url"] = database_url
+    # TUCANO_SECRET_KEY, for migrations that seal secrets (0016); None: the sandbox's own key.
+    config.attributes["secret_key"] = secret_key
     return config
 
 
-def upgrade(database_url: str, revision: str = "head") -> None:
-    """Bring the schema to `revision`. Blocking: call it before the event loop starts, or in a thread."""
-    command.upgrade(alembic_config(database_url), revision)
+def upgrade(database_url: str, revision: str = "head", *, secret_key: str | None = None) -> None:
+    """Bring the schema to `revision`. Blocking: call it before the event loop starts, or in a
+    thread. `secret_key`: TUCANO_SECRET_KEY, which seals the secrets already stored."""
+    command.upgrade(alembic_config(database_url, secret_key=secret_key), revision)
 
 
-def downgrade(database_url: str, revision: str) -> None:
-    command.downgrade(alembic_config(database_url), revision)
+def downgrade(database_url: str, revision: str, *, secret_key: str | None = None) -> None:
+    command.downgrade(alembic_config(database_url, secret_key=secret_key), revision)
 
 
 def schema_problem(database_url: str, *, migrating: bool) -> str | None:
@@ -62,6 +65,9 @@ async def _current_revisions(database_url: str) -> set[str]:
     from sqlalchemy.ext.asyncio import create_async_engine
     from sqlalchemy.pool import NullPool
 
+    from tucano.db.engines import create_private_sqlite_file
+
+    create_private_sqlite_file(database_url)
     engine = create_async_engine(database_url, poolclass=NullPool)
     try:
         async with engine.connect() as connection:

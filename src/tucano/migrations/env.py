@@ -8,6 +8,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
+from tucano.db.engines import create_private_sqlite_file
 from tucano.migrations.registry import metadata
 
 # Any fixed number: the key of the advisory lock that serialises migrations on PostgreSQL.
@@ -52,6 +53,7 @@ def _run(connection: Connection) -> None:
 
 async def _run_async(url: str) -> None:
     sqlite = url.startswith("sqlite")
+    create_private_sqlite_file(url)
     engine = create_async_engine(
         url,
         poolclass=NullPool,

@@ -22,10 +22,11 @@ class Webhook(Base):
     target_url: Mapped[str] = mapped_column(String(2048))
     event_type: Mapped[str] = mapped_column(String(40))
     is_active: Mapped[bool] = mapped_column(Boolean)
-    secret: Mapped[str] = mapped_column(String(64))
+    # The signing secret, sealed (webhooks.secret_store): never the secret itself.
+    secret: Mapped[str] = mapped_column(Text)
     # Secrets replaced by rotations, which keep signing beside the new one until their grace
     # ends: a JSON array of [secret, ISO 8601 end of grace], newest first (read and written by
-    # webhooks.signing). NULL when the secret was never rotated.
+    # webhooks.signing), sealed as one value. NULL when the secret was never rotated.
     previous_secrets: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

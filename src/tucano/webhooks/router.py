@@ -17,6 +17,7 @@ from tucano.core.clock import clock
 from tucano.deliveries import cancellation
 from tucano.events.types import EventType
 from tucano.webhooks import service
+from tucano.webhooks.models import Webhook as WebhookRow
 from tucano.webhooks.schemas import (
     Webhook,
     WebhookCreate,
@@ -26,6 +27,7 @@ from tucano.webhooks.schemas import (
     WebhookSecret,
     WebhookUpdate,
 )
+from tucano.webhooks.secret_store import WebhookSecretStore
 
 router = APIRouter(
     prefix="/webhook/v1",
@@ -72,11 +74,16 @@ async def create_webhook(
     request: Request,
     session: SessionDep,
 ) -> Response:
+    store = _secret_store(request)
     webhook = await service.create_webhook(
-        session, caller=caller, data=body, settings=request.app.state.settings
+        session,
+        caller=caller,
+        data=body,
+        settings=request.app.state.settings,
+        secret_store=store,
     )
     await session.commit()
-    return json_response(WebhookCreated.of(webhook))
+    return json_response(WebhookCreated.with_secret(webhook, secret=store.secret(webhook)))
 
 
 @router.get(
@@ -172,12 +179,12 @@ async def get_delivery_status(
     responses=error_responses(400, 401, 403, 404),
 )
 async def get_secret(
-    caller: WebhookWriter, webhook_id: WebhookId, session: ReadSessionDep
+    caller: WebhookWriter, webhook_id: WebhookId, request: Request, session: ReadSessionDep
 ) -> Response:
     webhook = await service.get_webhook(
         session, customer_id=caller.customer_id, webhook_id=webhook_id
     )
-    return json_response(WebhookSecret.of(webhook, now=clock.now()))
+    return json_response(_secret_of(webhook, _secret_store(request)))
 
 
 @router.post(
@@ -189,10 +196,28 @@ async def get_secret(
     responses=error_responses(400, 401, 403, 404, 415),
 )
 async def rotate_secret(
-    caller: WebhookWriter, _json: JsonContent, webhook_id: WebhookId, session: SessionDep
+    caller: WebhookWriter,
+    _json: JsonContent,
+    webhook_id: WebhookId,
+    request: Request,
+    session: SessionDep,
 ) -> Response:
+    store = _secret_store(request)
     webhook = await service.rotate_secret(
-        session, customer_id=caller.customer_id, webhook_id=webhook_id
+        session, customer_id=caller.customer_id, webhook_id=webhook_id, secret_store=store
     )
     await session.commit()
-    return json_response(WebhookSecret.of(webhook, now=clock.now()))
+    return json_response(_secret_of(webhook, store))
+
+
+def _secret_store(request: Request) -> WebhookSecretStore:
+    store: WebhookSecretStore = request.app.state.webhook_secret_store
+    return store
+
+
+def _secret_of(webhook: WebhookRow, store: WebhookSecretStore) -> WebhookSecret:
+    return WebhookSecret.of(
+        secret=store.secret(webhook),
+        stored_previous=store.previous_secrets(webhook),
+        now=clock.now(),
+    )

@@ -104,8 +104,9 @@ class WebhookCreated(Webhook):
     )
 
     @classmethod
-    def of(cls, row: WebhookRow) -> WebhookCreated:
-        return cls(**Webhook.of(row).model_dump(), secret=row.secret)
+    def with_secret(cls, row: WebhookRow, *, secret: str) -> WebhookCreated:
+        """`row` with its signing secret, opened (webhooks.secret_store)."""
+        return cls(**Webhook.of(row).model_dump(), secret=secret)
 
 
 class WebhookDeliveryStatus(ApiModel):
@@ -144,6 +145,7 @@ class WebhookSecret(ApiModel):
     )
 
     @classmethod
-    def of(cls, row: WebhookRow, *, now: datetime) -> WebhookSecret:
-        graces = [until for _, until in previous_secrets(row.previous_secrets, now=now)]
-        return cls(secret=row.secret, previous_secret_expires_at=max(graces, default=None))
+    def of(cls, *, secret: str, stored_previous: str | None, now: datetime) -> WebhookSecret:
+        """From the secrets opened (webhooks.secret_store)."""
+        graces = [until for _, until in previous_secrets(stored_previous, now=now)]
+        return cls(secret=secret, previous_secret_expires_at=max(graces, default=None))

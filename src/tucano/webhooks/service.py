@@ -28,6 +28,7 @@ from tucano.webhooks.changes import (
 )
 from tucano.webhooks.models import Webhook
 from tucano.webhooks.schemas import WebhookCreate, WebhookUpdate
+from tucano.webhooks.secret_store import WebhookSecretStore
 from tucano.webhooks.signing import after_rotation
 from tucano.webhooks.url_safety import TargetRefused, check_target_url
 
@@ -93,8 +94,14 @@ async def get_webhook(
 
 
 async def create_webhook(
-    session: AsyncSession, *, caller: Principal, data: WebhookCreate, settings: Settings
+    session: AsyncSession,
+    *,
+    caller: Principal,
+    data: WebhookCreate,
+    settings: Settings,
+    secret_store: WebhookSecretStore,
 ) -> Webhook:
+    """A new webhook, its signing secret sealed (`secret_store.secret` reads it)."""
     await check_target(data.target_url, settings)
     now = clock.now()
     webhook = Webhook(
@@ -104,11 +111,13 @@ async def create_webhook(
         target_url=data.target_url,
         event_type=data.event_type.value,
         is_active=data.is_active,
-        secret=new_signing_secret(),
+        secret="",  # sealed below: the sealed value is bound to the row's id
         created_at=now,
         updated_at=now,
     )
     session.add(webhook)
+    await session.flush()
+    secret_store.seal(webhook, secret=new_signing_secret(), previous_secrets=None)
     await session.flush()
     return webhook
 
@@ -156,15 +165,18 @@ async def delete_webhook(session: AsyncSession, *, customer_id: int, webhook_id:
     await announce_change(session, webhook_id, deleted=True)
 
 
-async def rotate_secret(session: AsyncSession, *, customer_id: int, webhook_id: int) -> Webhook:
+async def rotate_secret(
+    session: AsyncSession, *, customer_id: int, webhook_id: int, secret_store: WebhookSecretStore
+) -> Webhook:
     """A new signing secret; the one it replaces keeps signing beside it for 24 hours, as do
     those replaced earlier whose grace has not ended (see signing.after_rotation)."""
     webhook = await get_webhook(
         session, customer_id=customer_id, webhook_id=webhook_id, for_update=True
     )
     now = clock.now()
-    webhook.previous_secrets = after_rotation(webhook.previous_secrets, webhook.secret, now=now)
-    webhook.secret = new_signing_secret()
+    replaced = secret_store.secret(webhook)
+    previous = after_rotation(secret_store.previous_secrets(webhook), replaced, now=now)
+    secret_store.seal(webhook, secret=new_signing_secret(), previous_secrets=previous)
     webhook.updated_at = now
     await session.flush()
     await announce_change(session, webhook_id, deleted=False)

@@ -21,6 +21,7 @@ from tests.support.queue import (
     waiting_on_a_lock,
 )
 from tests.support.service import new_customer_id
+from tests.support.settings import TEST_SECRET_STORE
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.db.engines import connect_asyncpg
@@ -340,7 +341,11 @@ async def test_a_worker_can_give_back_more_claims_than_a_statement_takes(
             ],
         )
         await session.commit()
-    claims = (await claim_due_deliveries(private_database, limit=held, lease=LEASE)).deliveries
+    claims = (
+        await claim_due_deliveries(
+            private_database, secret_store=TEST_SECRET_STORE, limit=held, lease=LEASE
+        )
+    ).deliveries
     assert len(claims) == held
 
     cancelled = await release_claims(private_database, claims, due_at=clock.now(), lease=LEASE)

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import cast
 
+import structlog
 from sqlalchemy import Table, bindparam, select, update
 
 from tucano.core.clock import clock
+from tucano.core.secret_box import SecretBoxError
 from tucano.db.bulk import in_parts
 from tucano.db.database import Database
 from tucano.deliveries.cancellation import HeldDelivery, recorded_since_claimed
@@ -30,7 +32,7 @@ from tucano.deliveries.queue.backend import (
 from tucano.deliveries.queue.postgres import PostgresQueue
 from tucano.deliveries.queue.sqlite import SqliteQueue
 from tucano.webhooks import service as webhooks
-from tucano.webhooks.signing import signing_secrets
+from tucano.webhooks.secret_store import WebhookSecretStore
 
 __all__ = [
     "NOT_RETRIED",
@@ -41,6 +43,8 @@ __all__ = [
     "record_outcomes",
     "release_claims",
 ]
+
+log = structlog.get_logger("tucano.deliveries")
 
 _DELIVERIES = cast(Table, Delivery.__table__)
 _POSTGRES = PostgresQueue()
@@ -55,6 +59,7 @@ def backend_of(database: Database) -> QueueBackend:
 async def claim_due_deliveries(
     database: Database,
     *,
+    secret_store: WebhookSecretStore,
     limit: int,
     lease: timedelta,
     exclude_webhooks: Sequence[int] = (),
@@ -65,7 +70,9 @@ async def claim_due_deliveries(
     Retries may take up to a quarter of each batch and first attempts take the rest, so a
     backlog of retries to a failing receiver cannot hold back new events, nor new events starve
     retries. Deliveries of `exclude_webhooks`, and to `exclude_hosts` (scheme://host[:port] in
-    lower case), are left for others.
+    lower case), are left for others. Each target carries its webhook's secrets, opened by
+    `secret_store`; a delivery whose webhook's secrets do not open (a key missing from the
+    settings) is logged and left under its lease, to be claimed again once it passes.
     """
     now = clock.now()
     token = secrets.token_hex(16)
@@ -86,12 +93,15 @@ async def claim_due_deliveries(
         if row.target_url is not None:
             assert row.is_active is not None and row.secret is not None
             assert row.subscribed_to is not None
+            try:
+                secrets_now = secret_store.signing_secrets(
+                    row.webhook_id, row.secret, row.previous_secrets, now=now
+                )
+            except SecretBoxError as exc:
+                log.error("webhook_secret_unreadable", webhookId=row.webhook_id, error=str(exc))
+                continue
             target = webhooks.DeliveryTarget(
-                row.webhook_id,
-                row.target_url,
-                row.is_active,
-                signing_secrets(row.secret, row.previous_secrets, now=now),
-                row.subscribed_to,
+                row.webhook_id, row.target_url, row.is_active, secrets_now, row.subscribed_to
             )
         claimed.append(
             ClaimedDelivery(

@@ -46,6 +46,7 @@ from tucano.deliveries.worker.sender import Sender
 from tucano.deliveries.worker.wakeup import listen_for_notifications, wakeup
 from tucano.runtime import open_files_limit
 from tucano.webhooks.changes import WebhookChange, webhook_changes
+from tucano.webhooks.secret_store import WebhookSecretStore, load_secret_store
 
 log = structlog.get_logger("tucano.deliveries")
 
@@ -74,9 +75,22 @@ class _SenderSlot:
 
 
 class DeliveryWorker:
-    def __init__(self, database: Database, settings: Settings, *, sender: Sender | None = None):
+    def __init__(
+        self,
+        database: Database,
+        settings: Settings,
+        *,
+        sender: Sender | None = None,
+        secret_store: WebhookSecretStore | None = None,
+    ):
         self.database = database
         self.settings = settings
+        # Opens the webhooks' sealed signing secrets; without TUCANO_SECRET_KEY (sandbox), the
+        # key is the database's generated one, read at the first claim.
+        key = settings.secret_key
+        self.secret_store = secret_store or (
+            WebhookSecretStore.of(key.get_secret_value().encode(), settings) if key else None
+        )
         self._concurrency = settings.delivery_concurrency
         # Each slow attempt holds a socket: leave half the process's open files for the rest.
         self.max_slow_attempts = max(
@@ -198,8 +212,11 @@ class DeliveryWorker:
         ]
         self._left_out = {target.key for target in full}
         try:
+            if self.secret_store is None:
+                self.secret_store = await load_secret_store(self.settings, self.database)
             claim = await queue.claim_due_deliveries(
                 self.database,
+                secret_store=self.secret_store,
                 limit=room,
                 lease=self.lease,
                 exclude_webhooks=[webhook_id for t in full for webhook_id in t.webhook_ids],
