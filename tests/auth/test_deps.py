@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 from fastapi.routing import APIRoute
 
+from tests.support.processes import free_port
 from tests.support.service import Merchant, NoDatabase, assert_error_body, serving
 from tests.support.settings import make_settings, redis_settings
 from tucano.api.sessions import get_read_session, get_session
@@ -80,6 +81,17 @@ async def test_two_instances_sharing_a_redis_share_a_clients_budget(
             statuses += [(await on_other.get(LIST)).status_code]
         # Six of 3/second's burst in all: alone, neither instance would refuse its four.
         assert statuses[:6] == [200] * 6 and 429 in statuses[6:], statuses
+
+
+async def test_with_redis_unreachable_the_service_answers_and_limits_per_process(
+    database_url: str, database: Database
+) -> None:
+    down = f"redis://127.0.0.1:{free_port()}/0"
+    settings = make_settings(database_url, rate_limit="2/second", redis_url=down)
+    async with serving(settings, database) as service:
+        merchant = await service.merchant()
+        statuses = [answer.status_code for answer in await spend(merchant, 8)]
+        assert statuses[:4] == [200] * 4 and statuses[-1] == 429, statuses
 
 
 def test_every_operation_checks_the_caller_before_it_opens_a_session() -> None:
