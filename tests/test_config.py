@@ -29,6 +29,10 @@ def test_defaults() -> None:
         timedelta(hours=10),
         timedelta(hours=10),
     ]
+    # decisions.md, "Limits and abuse"; counted in the process.
+    assert settings.rate_limit == "100/second"
+    assert settings.token_rate_limit == "10/second"
+    assert settings.redis_url is None
 
 
 def test_variables_and_lists(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -145,6 +149,38 @@ def test_a_bad_network_is_shown_with_what_is_wrong(
     with pytest.raises(ConfigurationError) as raised:
         load_settings()
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("TUCANO_RATE_LIMIT", "lots"),
+        ("TUCANO_RATE_LIMIT", "0/second"),
+        ("TUCANO_RATE_LIMIT", "100/second;1000/hour"),
+        ("TUCANO_TOKEN_RATE_LIMIT", "10/fortnight"),
+        ("TUCANO_REDIS_URL", "http://127.0.0.1:6379"),
+        ("TUCANO_REDIS_KEY_PREFIX", "a prefix with spaces"),
+    ],
+)
+def test_bad_rate_limit_settings_name_their_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigurationError, match=variable):
+        load_settings()
+
+
+def test_rates_as_limits_writes_them_and_an_empty_redis_url_is_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TUCANO_RATE_LIMIT", " 6000 per minute ")
+    monkeypatch.setenv("TUCANO_TOKEN_RATE_LIMIT", "5/2 seconds")
+    monkeypatch.setenv("TUCANO_REDIS_URL", "")
+    settings = load_settings()
+    assert (settings.rate_limit, settings.token_rate_limit) == ("6000 per minute", "5/2 seconds")
+    assert settings.redis_url is None
+    monkeypatch.setenv("TUCANO_REDIS_URL", "redis://:pw@127.0.0.1:6379/2")
+    assert "pw" not in repr(load_settings())
 
 
 def test_public_urls_as_written(monkeypatch: pytest.MonkeyPatch) -> None:

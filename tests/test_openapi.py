@@ -80,6 +80,24 @@ async def test_document_lists_every_operation_with_errors_and_security(
     assert readiness["503"]["content"]["application/json"]["schema"] == error_ref
 
 
+async def test_every_authenticated_operation_documents_its_429_with_retry_after(
+    service: RunningService,
+) -> None:
+    document = (await service.http.get("/openapi.json")).json()
+    authenticated = 0
+    for method, path in EXPECTED_OPERATIONS:
+        responses = document["paths"][path][method]["responses"]
+        if "401" not in responses:
+            continue
+        authenticated += 1
+        too_many = responses["429"]
+        assert too_many["headers"]["Retry-After"] == {"$ref": "#/components/headers/RetryAfter"}
+        expected = "OAuthError" if path == "/oauth/v1/token" else "ErrorBody"
+        schema = too_many["content"]["application/json"]["schema"]
+        assert schema == {"$ref": f"#/components/schemas/{expected}"}, path
+    assert authenticated >= 10
+
+
 async def test_every_operation_on_the_database_documents_its_503_and_every_answer_its_id(
     service: RunningService,
 ) -> None:

@@ -16,6 +16,7 @@ from tucano.api.dependencies import error_responses
 from tucano.api.docs_pages import OPENAPI_URL, add_docs
 from tucano.api.edge import EdgeMiddleware
 from tucano.api.errors import error_response, install_error_handlers
+from tucano.api.rate_limits import RateLimits
 from tucano.api.wire import ApiModel, json_response
 from tucano.auth.router import router as auth_router
 from tucano.auth.service import RevokedClients, resolve_secret_key
@@ -92,6 +93,8 @@ def create_app(
                 for key in settings.previous_secret_keys
             ),
         ]
+        # Here, not in create_app: a Redis client belongs to the event loop that serves.
+        rate_limits = app.state.rate_limits = RateLimits(settings)
         revoked = app.state.revoked_clients = RevokedClients()
         await revoked.refresh_at_start(db)
         stop = asyncio.Event()
@@ -114,6 +117,7 @@ def create_app(
             await watch_revocations
             if loops is not None:
                 await loops
+            await rate_limits.close()
             if database is None:
                 await db.dispose()
 

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
+from limits import parse as parse_rate
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
@@ -111,6 +112,14 @@ class Settings(BaseSettings):
     # Resolving a webhook host at registration is bounded so a slow resolver cannot hold a request.
     dns_timeout_seconds: Seconds = Field(default=3.0, gt=0)
 
+    # Rate limits (decisions.md, "Limits and abuse"), as `limits` writes a rate: 100/second,
+    # 6000/minute, 10 per second. Counted in the process unless redis_url names a shared Redis.
+    rate_limit: str = "100/second"
+    token_rate_limit: str = "10/second"  # noqa: S105 (a rate, not a secret)
+    redis_url: SecretStr | None = None
+    # Every key the limits write in Redis starts with it: environments can share one Redis.
+    redis_key_prefix: str = Field(default="tucano", min_length=1, pattern=r"^[\w.:-]+$")
+
     # Delivery engine.
     delivery_timeout_seconds: Seconds = Field(default=15.0, gt=0)
     delivery_concurrency: int = Field(default=64, ge=1, le=2048)
@@ -184,6 +193,31 @@ class Settings(BaseSettings):
             # Zero would delete every result, or switch a webhook off at its first failure.
             raise ValueError("must be longer than zero")
         return period
+
+    @field_validator("rate_limit", "token_rate_limit")
+    @classmethod
+    def _one_rate(cls, value: str) -> str:
+        problem = "must be one rate such as 100/second, 6000/minute or 10 per second"
+        if ";" in value or "," in value:
+            raise ValueError(problem)
+        try:
+            rate = parse_rate(value)
+        except ValueError:
+            raise ValueError(problem) from None
+        if rate.amount < 1:
+            raise ValueError("must allow at least one request, such as 1/second")
+        return value.strip()
+
+    @field_validator("redis_url", mode="before")
+    @classmethod
+    def _redis_scheme(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.strip()
+            if not value:
+                return None  # TUCANO_REDIS_URL= (empty) means no Redis, as when unset
+            if not value.startswith(("redis://", "rediss://", "unix://")):
+                raise ValueError("must be redis://host:port/db, rediss://... or unix:///path")
+        return value
 
     @field_validator("environment", "log_format", mode="before")
     @classmethod

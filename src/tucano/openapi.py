@@ -211,6 +211,11 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
         "headers": {"Retry-After": {"$ref": "#/components/headers/RetryAfter"}},
         "content": error_ref["content"],
     }
+    too_many = {
+        "description": "The API client is over its rate limit (TUCANO_RATE_LIMIT); retry "
+        "after `Retry-After` seconds.",
+        "content": error_ref["content"],
+    }
     schema["components"]["headers"] = {
         "TransactionId": {
             "description": "The request's x-transaction-id, or one generated for it.",
@@ -234,6 +239,16 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
             if "requestBody" in operation:
                 responses.setdefault("408", too_slow)
             responses.setdefault("500", unexpected)
+            if "401" in responses:
+                responses.setdefault("429", too_many)
+            if "429" in responses:
+                responses["429"] = {
+                    **responses["429"],
+                    "headers": {
+                        **responses["429"].get("headers", {}),
+                        "Retry-After": {"$ref": "#/components/headers/RetryAfter"},
+                    },
+                }
             if path not in _WITHOUT_DATABASE:
                 responses.setdefault("503", unavailable)
                 # Every 503 says when to retry, one an operation documents itself too.

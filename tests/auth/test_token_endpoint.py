@@ -8,14 +8,16 @@ import json
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
+import httpx
 import jwt
 import pytest
 
-from tests.support.service import RunningService, assert_error_body
-from tests.support.settings import TEST_SECRET_KEY
+from tests.support.service import NoDatabase, RunningService, assert_error_body, serving
+from tests.support.settings import TEST_SECRET_KEY, make_settings, redis_settings
 from tucano.auth.tokens import Principal, Scope, derive_key, encode_access_token
 from tucano.core.clock import clock
 from tucano.core.errors import ErrorCode
+from tucano.db.database import Database
 
 TOKEN = "/oauth/v1/token"
 
@@ -400,3 +402,140 @@ async def test_another_method_is_an_rfc6749_error_naming_post(service: RunningSe
         assert response.headers["cache-control"] == "no-store"
     # A path under /oauth/ that is no route is a 404 like any other.
     assert_error_body(await service.http.get("/oauth/v1/nothing"), 404, ErrorCode.ROUTE_NOT_FOUND)
+
+
+# --- rate limits (TUCANO_TOKEN_RATE_LIMIT, per client_id and per source address) ---------------
+
+
+def wrong_secret(client_id: str) -> dict[str, str]:
+    return {"grant_type": "client_credentials", "client_id": client_id, "client_secret": "nope"}
+
+
+def from_address(host: str) -> dict[str, str]:
+    # The test server, like `tucano serve`, takes the address a proxy on 127.0.0.1 names.
+    return {"X-Forwarded-For": host}
+
+
+def assert_too_many_token_requests(response: httpx.Response) -> None:
+    """A 429 in RFC 6749's shape, as the endpoint's other errors, with a Retry-After."""
+    assert response.status_code == 429, response.text
+    body = response.json()
+    assert set(body) == {"error", "error_description"}
+    assert body["error"] == "invalid_request"
+    assert body["error_description"].startswith("too many token requests")
+    assert int(response.headers["retry-after"]) >= 1
+    assert response.headers["cache-control"] == "no-store"
+
+
+async def test_500_wrong_secrets_in_a_row_meet_a_429_well_before_the_end(
+    database_url: str, database: Database
+) -> None:
+    # The default of decisions.md, which the suite's own servers raise.
+    settings = make_settings(database_url, token_rate_limit="10/second")
+    async with serving(settings, database) as service:
+        client_id, secret, _ = await service.client_credentials()
+        statuses = []
+        for _ in range(500):
+            response = await service.http.post(TOKEN, data=wrong_secret(client_id))
+            statuses.append(response.status_code)
+            if response.status_code == 429:
+                assert_too_many_token_requests(response)
+        assert set(statuses) == {401, 429}
+        assert statuses.index(429) <= 12, statuses[:20]
+        assert statuses.count(401) < 100  # about 10 a second: the guessing is slowed down
+        # The right secret is no way round it meanwhile.
+        right = {**wrong_secret(client_id), "client_secret": secret}
+        assert_too_many_token_requests(await service.http.post(TOKEN, data=right))
+
+
+async def test_the_limit_holds_per_client_id_from_any_address(
+    database_url: str, database: Database
+) -> None:
+    settings = make_settings(database_url, token_rate_limit="3/second")
+    async with serving(settings, database) as service:
+        client_id, _, _ = await service.client_credentials()
+        answers = [
+            await service.http.post(
+                TOKEN, data=wrong_secret(client_id), headers=from_address(f"203.0.113.{i}")
+            )
+            for i in range(1, 9)
+        ]
+        assert [a.status_code for a in answers[:3]] == [401] * 3
+        assert_too_many_token_requests(answers[-1])
+        # Basic authentication names the same client_id.
+        assert_too_many_token_requests(
+            await service.http.post(
+                TOKEN,
+                data={"grant_type": "client_credentials"},
+                headers={**basic(client_id, "nope"), **from_address("198.51.100.1")},
+            )
+        )
+        other, _, _ = await service.client_credentials()
+        response = await service.http.post(
+            TOKEN, data=wrong_secret(other), headers=from_address("198.51.100.2")
+        )
+        assert response.status_code == 401
+
+
+async def test_the_limit_holds_per_address_whatever_the_client_id(
+    database_url: str, database: Database
+) -> None:
+    settings = make_settings(database_url, token_rate_limit="3/second")
+    async with serving(settings, database) as service:
+        answers = [
+            await service.http.post(
+                TOKEN, data=wrong_secret(f"tci_guess{i}"), headers=from_address("203.0.113.7")
+            )
+            for i in range(8)
+        ]
+        assert [a.status_code for a in answers[:3]] == [401] * 3
+        assert_too_many_token_requests(answers[-1])
+        # Even a request the endpoint would refuse on sight counts, and is refused first.
+        assert_too_many_token_requests(
+            await service.http.post(TOKEN, data={}, headers=from_address("203.0.113.7"))
+        )
+        client_id, secret, _ = await service.client_credentials()
+        fine = await service.http.post(
+            TOKEN,
+            data={**wrong_secret(client_id), "client_secret": secret},
+            headers=from_address("203.0.113.8"),
+        )
+        assert fine.status_code == 200
+
+
+async def test_a_token_request_over_the_limit_costs_no_database_work(
+    database_url: str, database: Database
+) -> None:
+    settings = make_settings(database_url, token_rate_limit="2/second")
+    async with serving(settings, database) as service:
+        client_id, _, _ = await service.client_credentials()
+        while (await service.http.post(TOKEN, data=wrong_secret(client_id))).status_code != 429:
+            pass
+        service.app.state.database = NoDatabase()
+        try:
+            assert_too_many_token_requests(
+                await service.http.post(TOKEN, data=wrong_secret(client_id))
+            )
+            # Over the client_id's budget from an address with budget left: still no query.
+            assert_too_many_token_requests(
+                await service.http.post(
+                    TOKEN, data=wrong_secret(client_id), headers=from_address("192.0.2.1")
+                )
+            )
+        finally:
+            service.app.state.database = database
+
+
+async def test_two_instances_sharing_a_redis_share_the_token_budget(
+    database_url: str, database: Database
+) -> None:
+    settings = make_settings(database_url, token_rate_limit="3/second", **redis_settings())
+    async with serving(settings, database) as one, serving(settings, database) as other:
+        client_id, _, _ = await one.client_credentials()
+        statuses = []
+        for _ in range(3):
+            for service in (one, other):
+                response = await service.http.post(TOKEN, data=wrong_secret(client_id))
+                statuses.append(response.status_code)
+        # 3/second in all: alone, neither instance would have refused its three.
+        assert statuses[:3] == [401] * 3 and 429 in statuses[3:], statuses

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,6 +166,23 @@ async def start_service(
         database=database,
         settings=settings,
     )
+
+
+class NoDatabase:
+    """Stands in for `app.state.database` where a request must do no database work."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the database was used ({name})")
+
+
+@contextlib.asynccontextmanager
+async def serving(settings: Settings, database: Database) -> AsyncIterator[RunningService]:
+    """A service of one test's own (its settings, its rate-limit counts), stopped after it."""
+    running = await start_service(settings, database)
+    try:
+        yield running
+    finally:
+        await running.stop()
 
 
 def assert_error_body(

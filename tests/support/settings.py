@@ -20,6 +20,14 @@ TEST_SECRET_KEY = "test-secret-key-" + "x" * 32
 # Seals and opens webhook secrets as a service with TEST_SECRET_KEY does.
 TEST_SECRET_STORE = WebhookSecretStore(TEST_SECRET_KEY.encode())
 
+# The Redis that rate-limit tests share counts through; a test using it is skipped (never
+# failed) where none answers.
+REDIS_URL = os.environ.get("TUCANO_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+# The suite's own servers make many requests per client and fetch many tokens from 127.0.0.1:
+# rate-limit tests set the limits they test; the defaults are tested in tests/test_config.py.
+UNLIMITED = {"rate_limit": "1000000/second", "token_rate_limit": "1000000/second"}
+
 
 def make_settings(database_url: str, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
@@ -28,6 +36,7 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
         "secret_key": TEST_SECRET_KEY,
         "public_url": "http://127.0.0.1:8000",
         "webhook_allowed_networks": [],
+        **UNLIMITED,
     }
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
@@ -59,3 +68,16 @@ async def fresh_database_url(kind: str, tmp_root: Path) -> str:
     if kind == "sqlite":
         return f"sqlite+aiosqlite:///{tmp_root / (secrets.token_hex(4) + '.db')}"
     return await create_scratch_database(POSTGRES_URL)
+
+
+def redis_settings() -> dict[str, Any]:
+    """Settings that count rate limits in the test Redis, under a key prefix of one test's own;
+    skips the test where Redis does not answer."""
+    import redis
+
+    try:
+        with redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1, socket_timeout=1) as client:
+            client.ping()
+    except (redis.RedisError, OSError) as exc:
+        pytest.skip(f"no Redis at {REDIS_URL} ({type(exc).__name__})")
+    return {"redis_url": REDIS_URL, "redis_key_prefix": "tucano-test-" + secrets.token_hex(6)}

@@ -10,7 +10,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from tucano.api.dependencies import refuse_repeated_query_parameters
 from tucano.auth.tokens import InvalidToken, Principal, Scope, decode_access_token
 from tucano.core.clock import clock
-from tucano.core.errors import Forbidden, Unauthenticated
+from tucano.core.errors import Forbidden, RateLimited, Unauthenticated
 
 bearer_scheme = HTTPBearer(
     auto_error=False,
@@ -48,10 +48,10 @@ def current_principal(request: Request) -> Principal:
 
 
 class RequireScope:
-    """A dependency that answers 401 without a valid bearer token, and 403 unless the token
-    carries `scope`. One dependency, not a chain: each level of FastAPI's dependency resolution
-    costs more than the check itself. (`bearer_scheme` documents the header in OpenAPI; the
-    header is read here.)"""
+    """A dependency that answers 401 without a valid bearer token, 429 when its API client is
+    over its rate limit, and 403 unless the token carries `scope`. One dependency, not a chain:
+    each level of FastAPI's dependency resolution costs more than the check itself.
+    (`bearer_scheme` documents the header in OpenAPI; the header is read here.)"""
 
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
@@ -62,6 +62,14 @@ class RequireScope:
         _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)],
     ) -> Principal:
         principal = current_principal(request)
+        # Before any session opens (the caller is each handler's first dependency): no query.
+        retry_after = await request.app.state.rate_limits.client_retry_after(principal.client_id)
+        if retry_after is not None:
+            raise RateLimited(
+                f"this API client sent more requests than its rate limit allows; "
+                f"retry after {retry_after} s",
+                retry_after=retry_after,
+            )
         if self.scope.value not in principal.scopes:
             raise Forbidden(f"this operation needs the scope {self.scope.value}")
         # Here rather than in a dependency of its own (see above), once the caller is known.

@@ -14,7 +14,6 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from tucano.api.dependencies import unsupported_content_encoding
-from tucano.api.sessions import ReadSessionDep
 from tucano.api.wire import json_response
 from tucano.auth.schemas import TOKEN_REQUEST_BODY, OAuthError, TokenResponse
 from tucano.auth.service import authenticate_client, parse_scopes
@@ -47,6 +46,15 @@ def _oauth_error(
     )
 
 
+def _too_many(whom: str, retry_after: int) -> Response:
+    return _oauth_error(
+        "invalid_request",
+        f"too many token requests {whom}; retry after {retry_after} s",
+        status=429,
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
 def _basic_credentials(header: str) -> tuple[str, str] | None:
     scheme, _, encoded = header.strip().partition(" ")
     if scheme.lower() != "basic":
@@ -73,10 +81,20 @@ def _basic_credentials(header: str) -> tuple[str, str] | None:
             "description": "No client authentication, an unknown client or a wrong secret.",
         },
         413: {"model": OAuthError, "description": "Body larger than 1 MiB."},
+        429: {
+            "model": OAuthError,
+            "description": "Too many token requests from this address or for this client_id "
+            "(TUCANO_TOKEN_RATE_LIMIT); retry after `Retry-After` seconds.",
+        },
     },
     openapi_extra={"requestBody": TOKEN_REQUEST_BODY},
 )
-async def issue_token(request: Request, session: ReadSessionDep) -> Response:
+async def issue_token(request: Request) -> Response:
+    limits = request.app.state.rate_limits
+    host = request.client.host if request.client else ""
+    retry_after = await limits.token_address_retry_after(host)
+    if retry_after is not None:
+        return _too_many("from this address", retry_after)
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "application/x-www-form-urlencoded":
         return _oauth_error("invalid_request", "the body must be application/x-www-form-urlencoded")
@@ -140,7 +158,14 @@ async def issue_token(request: Request, session: ReadSessionDep) -> Response:
             "invalid_client", "client authentication is required: client_id and client_secret"
         )
 
-    client = await authenticate_client(session, client_id=client_id, client_secret=client_secret)
+    retry_after = await limits.token_client_retry_after(client_id)
+    if retry_after is not None:
+        return _too_many("for this client_id", retry_after)
+    # Opened only now: a request refused above (a guesser over its budget) costs no database work.
+    async with request.app.state.database.read_session() as session:
+        client = await authenticate_client(
+            session, client_id=client_id, client_secret=client_secret
+        )
     if client is None:
         return _oauth_error("invalid_client", "unknown client or wrong client secret")
 

@@ -5,7 +5,8 @@ AppError                 carries an ErrorCode (its HTTP status and default messa
  ├─ Unauthenticated      401, with a WWW-Authenticate: Bearer challenge
  ├─ Forbidden            403
  ├─ NotFound             404 (another customer's resource is answered exactly the same)
- └─ Conflict             409
+ ├─ Conflict             409
+ └─ RateLimited          429, with Retry-After
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class ErrorCode(IntEnum):
     CARD_PAYMENT_LOCKED = 52, 429, "Card payment of this link is locked for a while"
     PAYMENT_METHOD_UNAVAILABLE = 53, 403, "This payment method is not offered for this link"
     CARD_PAYMENT_IN_PROGRESS = 54, 409, "Another card payment of this link is in progress"
+    RATE_LIMITED = 55, 429, "Too many requests"
 
 
 class AppError(Exception):
@@ -113,3 +115,14 @@ class NotFound(AppError):
 class Conflict(AppError):
     def __init__(self, code: ErrorCode, reason: str) -> None:
         super().__init__(code, errors=[reason])
+
+
+class RateLimited(AppError):
+    """Over a rate limit: `retry_after` whole seconds (at least 1) until one more is allowed."""
+
+    def __init__(self, reason: str, *, retry_after: int) -> None:
+        super().__init__(
+            ErrorCode.RATE_LIMITED,
+            errors=[reason],
+            headers={"Retry-After": str(max(1, retry_after))},
+        )
