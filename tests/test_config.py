@@ -239,3 +239,13 @@ def test_previous_secret_keys_are_a_list_of_long_keys(monkeypatch: pytest.Monkey
     monkeypatch.setenv("TUCANO_PREVIOUS_SECRET_KEYS", f"{bracketed},{'e' * 32}")
     keys = load_settings().previous_secret_keys
     assert [key.get_secret_value() for key in keys] == [bracketed, "e" * 32]
+
+
+def test_the_previous_key_may_be_given_as_tucano_secret_key_previous(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TUCANO_SECRET_KEY_PREVIOUS", "p" * 40)
+    assert [key.get_secret_value() for key in load_settings().previous_secret_keys] == ["p" * 40]
+    monkeypatch.setenv("TUCANO_SECRET_KEY_PREVIOUS", "short")
+    with pytest.raises(ConfigurationError, match="at least 32"):
+        load_settings()

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from limits import parse as parse_rate
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -75,7 +75,11 @@ def _split_list(value: Any) -> Any:
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="TUCANO_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        env_prefix="TUCANO_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        validate_by_name=True,
     )
 
     database_url: str = DEFAULT_DATABASE_URL
@@ -84,7 +88,11 @@ class Settings(BaseSettings):
     secret_key: SecretStr | None = None
     # Keys TUCANO_SECRET_KEY had before: the checkout tokens they signed (in urlPayment links
     # payers already hold) still open their checkout. Access tokens they signed do not.
-    previous_secret_keys: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    # TUCANO_SECRET_KEY_PREVIOUS is the same list under the name the rotation steps use.
+    previous_secret_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("TUCANO_PREVIOUS_SECRET_KEYS", "TUCANO_SECRET_KEY_PREVIOUS"),
+    )
     webhook_allowed_networks: Annotated[
         list[ipaddress.IPv4Network | ipaddress.IPv6Network], NoDecode
     ] = Field(default_factory=list)
