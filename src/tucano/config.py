@@ -108,6 +108,8 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     # auto: a person's console lines on a terminal, JSON lines otherwise.
     log_format: LogFormat = LogFormat.AUTO
+    # Each webhook is a POST per event of its type: the cap bounds one customer's fan-out.
+    max_webhooks_per_customer: int = Field(default=100, ge=1)
     # Resolving a webhook host at registration is bounded so a slow resolver cannot hold a request.
     dns_timeout_seconds: Seconds = Field(default=3.0, gt=0)
 

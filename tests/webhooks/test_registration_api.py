@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from tests.support.service import EMPTY_PAGE, Merchant, RunningService, assert_error_body
+from tests.support.service import (
+    EMPTY_PAGE,
+    Merchant,
+    RunningService,
+    assert_error_body,
+    start_service,
+)
+from tests.support.settings import make_settings
 from tucano.auth.tokens import Scope
 from tucano.core.errors import ErrorCode
+from tucano.db.database import Database
 
 EVENT_TYPES = [
     "PIX_OUTBOUND",
@@ -93,6 +102,36 @@ async def test_customer_id_in_the_body_is_ignored(merchant: Merchant) -> None:
 
 async def test_each_webhook_gets_its_own_secret(merchant: Merchant) -> None:
     assert (await create(merchant))["secret"] != (await create(merchant))["secret"]
+
+
+@pytest.fixture(scope="module")
+async def service_of_two_webhooks(
+    database_url: str, database: Database
+) -> AsyncIterator[RunningService]:
+    """The service with TUCANO_MAX_WEBHOOKS_PER_CUSTOMER=2."""
+    running = await start_service(
+        make_settings(database_url, max_webhooks_per_customer=2), database
+    )
+    yield running
+    await running.stop()
+
+
+async def test_creating_one_more_than_the_limit_is_a_409_naming_it(
+    service_of_two_webhooks: RunningService,
+) -> None:
+    merchant = await service_of_two_webhooks.merchant()
+    await create(merchant)
+    await create(merchant, eventType="CARD_CHARGEBACK", isActive=False)
+    response = await merchant.post("/webhook/v1/create", json=hook())
+    error = assert_error_body(response, 409, ErrorCode.WEBHOOK_LIMIT_REACHED)
+    assert error["errors"] == [
+        "a customer may have at most 2 webhooks (TUCANO_MAX_WEBHOOKS_PER_CUSTOMER); "
+        "delete one before creating another"
+    ]
+    listed = (await merchant.get("/webhook/v1/list")).json()
+    assert listed["totalElements"] == 2
+    other = await service_of_two_webhooks.merchant()
+    await create(other)
 
 
 @pytest.mark.parametrize(
