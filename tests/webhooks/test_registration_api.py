@@ -271,6 +271,22 @@ async def test_non_public_targets_are_refused(merchant: Merchant, url: str) -> N
     assert "public" in error["errors"][0]
 
 
+NOT_PUBLIC = (
+    "is not a public address; webhooks are only sent to public hosts (see "
+    "TUCANO_WEBHOOK_ALLOWED_NETWORKS for local development)"
+)
+
+
+async def test_a_refused_name_is_named_without_the_address_it_resolved_to(
+    merchant: Merchant,
+) -> None:
+    # localhost resolves (to 127.0.0.1, ::1 or both), and is no public host.
+    response = await merchant.post("/webhook/v1/create", json=hook(targetUrl="https://localhost/x"))
+    error = assert_error_body(response, 400, ErrorCode.WEBHOOK_TARGET_REFUSED)
+    assert error["errors"] == [f"targetUrl host localhost {NOT_PUBLIC}"]
+    assert "127.0.0.1" not in response.text and "::1" not in response.text
+
+
 async def test_plain_http_is_refused_in_production(production_service: RunningService) -> None:
     merchant = await production_service.merchant()
     response = await merchant.post(
