@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import sys
 import tempfile
 from collections.abc import AsyncIterator
@@ -41,7 +42,7 @@ async def served(pg_url: str, customer_id: int) -> AsyncIterator[Served]:
     env = clean_env(
         TUCANO_DATABASE_URL=database_url,
         TUCANO_ENVIRONMENT="production",
-        TUCANO_SECRET_KEY="bench-" + "k" * 40,
+        TUCANO_SECRET_KEY=secrets.token_urlsafe(48),
         TUCANO_LOG_LEVEL="WARNING",
     )
     server = await asyncio.to_thread(start_serve, workdir, env, "--no-worker")

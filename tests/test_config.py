@@ -4,8 +4,16 @@ import ipaddress
 from datetime import timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from tucano.config import ConfigurationError, Environment, load_settings, parse_duration
+from tucano.config import (
+    ConfigurationError,
+    Environment,
+    load_settings,
+    parse_duration,
+    secret_key_weakness,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -73,8 +81,113 @@ def test_production_needs_the_secret_key(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("TUCANO_ENVIRONMENT", "production")
     with pytest.raises(ConfigurationError, match="TUCANO_SECRET_KEY"):
         load_settings()
-    monkeypatch.setenv("TUCANO_SECRET_KEY", "k" * 32)
+    monkeypatch.setenv("TUCANO_SECRET_KEY", STRONG_KEY)
     assert load_settings().environment is Environment.PRODUCTION
+
+
+STRONG_KEY = "kM3vQ9zR1xT7bW5nY2cF8hJ4pL6sD0gA"
+
+
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        ("k" * 40, "has fewer than 8 distinct characters"),
+        ("ab" * 20, "has fewer than 8 distinct characters"),
+        ("Senha123" * 4, "repeats its first 8 characters"),
+        ("Tucano-2026!" * 3, "repeats its first 12 characters"),
+        ("0123456789ABCDEFGHIJKLMNOPQRSTUV", "is half or more one run of characters"),
+        ("Wq9!Xk2Lp" + "z" * 30, "is half or more one run of characters"),
+        ("zyxwvutsrqponmlkjihgfedcba-Xk29QpL7", "is half or more one run of characters"),
+        ("test-secret-key-" + "x" * 32, "is half or more one run of characters"),
+    ],
+)
+def test_production_refuses_a_weak_secret_key_saying_why(
+    monkeypatch: pytest.MonkeyPatch, key: str, why: str
+) -> None:
+    monkeypatch.setenv("TUCANO_ENVIRONMENT", "production")
+    monkeypatch.setenv("TUCANO_SECRET_KEY", key)
+    with pytest.raises(ConfigurationError, match=f"^TUCANO_SECRET_KEY {why}") as refused:
+        load_settings()
+    assert key not in str(refused.value)
+    # The sandbox takes any key of 32 characters: weak keys there sign nothing of value.
+    monkeypatch.setenv("TUCANO_ENVIRONMENT", "sandbox")
+    assert load_settings().secret_key is not None
+
+
+def test_production_needs_32_bytes_of_key() -> None:
+    assert secret_key_weakness("kM3vQ9zR1xT7bW5nY2cF8hJ4pL6sD0g") == "is shorter than 32 bytes"
+    assert secret_key_weakness(STRONG_KEY) is None
+    # Bytes, not characters: 16 letters of two bytes each are enough.
+    assert secret_key_weakness("çãéíóúâêôàüñÇÃÉÍ") is None
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        STRONG_KEY,
+        "correct horse battery staple, 2026",
+        "3f9a1c7e5b2d4086a9e1c3b5d7f90246",  # secrets.token_hex(16)
+        "q2V8tZ-Lr0wXb6Nf_Yh4Jc1Km9Ps3Dg7Ea5Uo-Ti",  # secrets.token_urlsafe(30)
+    ],
+)
+def test_production_takes_a_random_looking_key(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    monkeypatch.setenv("TUCANO_ENVIRONMENT", "production")
+    monkeypatch.setenv("TUCANO_SECRET_KEY", key)
+    assert load_settings().secret_key is not None
+
+
+@given(piece=st.text(min_size=1, max_size=20), times=st.integers(2, 40))
+def test_a_piece_repeated_is_never_a_production_key(piece: str, times: int) -> None:
+    assert secret_key_weakness(piece * times) is not None
+    assert secret_key_weakness(piece * times + piece[: len(piece) // 2]) is not None
+
+
+@given(
+    key=st.text(alphabet=st.characters(codec="utf-8"), max_size=7).flatmap(
+        lambda chars: st.text(alphabet=chars or "a", min_size=32, max_size=64)
+    )
+)
+def test_a_key_of_few_characters_is_never_a_production_key(key: str) -> None:
+    assert secret_key_weakness(key) is not None
+
+
+@pytest.mark.parametrize(
+    "url", ["http://pay.example.com", "HTTP://pay.example.com/base", "http://10.0.0.5:8000"]
+)
+def test_production_refuses_a_public_url_that_is_not_https(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    monkeypatch.setenv("TUCANO_ENVIRONMENT", "production")
+    monkeypatch.setenv("TUCANO_SECRET_KEY", STRONG_KEY)
+    monkeypatch.setenv("TUCANO_PUBLIC_URL", url)
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^TUCANO_PUBLIC_URL must be an https URL when TUCANO_ENVIRONMENT=production",
+    ):
+        load_settings()
+    monkeypatch.setenv("TUCANO_ENVIRONMENT", "sandbox")
+    assert load_settings().public_url == url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://pay.example.com",
+        "HTTPS://pay.example.com/tucano",
+        "http://127.0.0.1:8000",
+        "http://127.8.9.10",
+        "http://localhost:8000",
+        "http://api.localhost",
+        "http://[::1]:8000",
+    ],
+)
+def test_production_takes_https_or_a_loopback_host(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    monkeypatch.setenv("TUCANO_ENVIRONMENT", "production")
+    monkeypatch.setenv("TUCANO_SECRET_KEY", STRONG_KEY)
+    monkeypatch.setenv("TUCANO_PUBLIC_URL", url)
+    assert load_settings().public_url == url
 
 
 @pytest.mark.parametrize(

@@ -67,6 +67,49 @@ _PUBLIC_URL = re.compile(r"(?i:https?)://[\w.\-\[\]:%]+(?:/[\w.~!$&'()*+,;=:@%/-
 _FACTORY = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")
 
 
+# A production TUCANO_SECRET_KEY: at least this many bytes, and no visible pattern (below).
+SECRET_KEY_MIN_BYTES = 32
+SECRET_KEY_MIN_DISTINCT = 8
+
+
+def _longest_steady_run(text: str) -> int:
+    """The longest stretch in which each character is the one before plus a fixed step: `aaaa`
+    (step 0), `0123`, `zyxw`."""
+    longest = run = min(len(text), 1)
+    for position in range(1, len(text)):
+        step = ord(text[position]) - ord(text[position - 1])
+        steady = position > 1 and step == ord(text[position - 1]) - ord(text[position - 2])
+        run = run + 1 if steady else 2
+        longest = max(longest, run)
+    return longest
+
+
+def secret_key_weakness(key: str) -> str | None:
+    """Why `key` is too weak to sign production's tokens, or None. Not an entropy measure (a
+    key's randomness cannot be seen in it), only what a person can see: too short, few distinct
+    characters, a piece repeated, or a run such as `aaaa` or `1234` for half of it or more."""
+    if len(key.encode()) < SECRET_KEY_MIN_BYTES:
+        return f"is shorter than {SECRET_KEY_MIN_BYTES} bytes"
+    if len(set(key)) < SECRET_KEY_MIN_DISTINCT:
+        return f"has fewer than {SECRET_KEY_MIN_DISTINCT} distinct characters"
+    for period in range(1, len(key) // 2 + 1):
+        if all(key[i] == key[i - period] for i in range(period, len(key))):
+            return f"repeats its first {period} characters"
+    if 2 * _longest_steady_run(key) >= len(key):
+        return "is half or more one run of characters (such as aaaa or 1234)"
+    return None
+
+
+def _is_loopback_host(host: str) -> bool:
+    host = host.rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _split_list(value: Any) -> Any:
     if isinstance(value, str):
         return [item.strip() for item in value.split(",") if item.strip()]
@@ -117,6 +160,8 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     # auto: a person's console lines on a terminal, JSON lines otherwise.
     log_format: LogFormat = LogFormat.AUTO
+    # Each webhook is a POST per event of its type: the cap bounds one customer's fan-out.
+    max_webhooks_per_customer: int = Field(default=100, ge=1)
     # Resolving a webhook host at registration is bounded so a slow resolver cannot hold a request.
     dns_timeout_seconds: Seconds = Field(default=3.0, gt=0)
 
@@ -303,6 +348,27 @@ class Settings(BaseSettings):
             raise ValueError("TUCANO_SECRET_KEY must be at least 32 characters long")
         if any(len(key.get_secret_value()) < 32 for key in self.previous_secret_keys):
             raise ValueError("each of TUCANO_PREVIOUS_SECRET_KEYS must be at least 32 characters")
+        return self
+
+    @model_validator(mode="after")
+    def _production_refuses_weak_settings(self) -> Settings:
+        if self.environment is not Environment.PRODUCTION:
+            return self
+        weakness = (
+            secret_key_weakness(self.secret_key.get_secret_value()) if self.secret_key else None
+        )
+        if weakness is not None:
+            raise ValueError(
+                f"TUCANO_SECRET_KEY {weakness}: production needs a random key, such as the "
+                'output of python -c "import secrets; print(secrets.token_urlsafe(48))"'
+            )
+        parsed = urlsplit(self.public_url)
+        if parsed.scheme.lower() != "https" and not _is_loopback_host(parsed.hostname or ""):
+            raise ValueError(
+                "TUCANO_PUBLIC_URL must be an https URL when TUCANO_ENVIRONMENT=production: "
+                "payers open urlPayment, with its token, in a browser (plain http is accepted "
+                "for a loopback host only, for local trials)"
+            )
         return self
 
     @field_validator("card_processor")

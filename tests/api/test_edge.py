@@ -12,7 +12,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tests.support.payment_links import BASE, create, tx, window
 from tests.support.processes import clean_env, start_serve
+from tests.support.service import RunningService
 
 
 def test_a_client_that_leaves_before_its_pipelined_answers_is_no_error(tmp_path: Path) -> None:
@@ -95,3 +97,32 @@ def test_a_body_that_does_not_arrive_in_time_is_a_408_and_the_connection_closes(
     finally:
         server.stop()
     assert "Traceback" not in logs
+
+
+async def test_every_answer_says_nosniff_once(service: RunningService) -> None:
+    merchant = await service.merchant()
+    link = await create(merchant)
+    checkout = urlsplit(link["urlPayment"])
+    answers = [
+        await merchant.get("/webhook/v1/list"),
+        await merchant.get("/webhook/v1/999999"),
+        await service.http.get("/webhook/v1/list"),  # 401
+        await service.http.get("/no/such/route"),
+        await merchant.get("/webhook/v1/list", headers={"x-padding": "a" * 40_000}),  # 431
+        await service.http.post("/oauth/v1/token", data={"grant_type": "password"}),
+        await service.http.get("/health"),
+        await merchant.get(
+            f"{BASE}/report", params=window(), headers={**tx(), "Accept": "text/csv"}
+        ),
+        # The checkout sets its own security headers, this one among them.
+        await service.http.get(
+            f"{checkout.path}?{checkout.query}", headers={"Accept": "text/html"}
+        ),
+    ]
+    for answer in answers:
+        assert answer.headers.get_list("x-content-type-options") == ["nosniff"], (
+            answer.request.url,
+            answer.status_code,
+        )
+    assert answers[-1].status_code == 200
+    assert answers[-1].headers["content-type"].startswith("text/html")

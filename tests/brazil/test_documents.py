@@ -47,8 +47,65 @@ cnpjs = (
 def test_normalize_strips_typed_punctuation_and_upper_cases() -> None:
     assert normalize_document(" 529.982.247-25 ") == "52998224725"
     assert normalize_document("12.abc.345/01de-35") == "12ABC34501DE35"
-    assert normalize_document("11 222 333\t0001 81") == "11222333000181"
+    assert normalize_document("11 222 333 0001 81") == "11222333000181"
     assert normalize_document("") == ""
+
+
+SEPARATORS = ".-/ "
+ALLOWED = string.ascii_letters + string.digits + SEPARATORS
+CHARACTERS_REFUSED = (
+    "must be written in ASCII digits and letters, with only dots, dashes, slashes or spaces "
+    "between them"
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "529\n982\t247\u200325",  # a line break, a tab, an em space
+        "529\x1c98224725",  # a control character (the file separator)
+        "RN3QNL\u00dfNOPY55",  # ß, which upper-cases to SS
+        "\uff15\uff12\uff19.982.247-25",  # fullwidth digits
+        "529\u00a0982\u00a0247\u00a025",  # no-break spaces
+        "52998224725\x00",
+        "11.222.333/0001-8\u0661",  # an Arabic-Indic digit
+        "12.\u0430bc.345/01de-35",  # a Cyrillic a
+        "529_982_247_25",
+    ],
+)
+def test_characters_outside_ascii_letters_digits_and_separators_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match=CHARACTERS_REFUSED):
+        normalize_document(text)
+    with pytest.raises(ValueError, match=CHARACTERS_REFUSED):
+        parse_registration_number(text)
+
+
+@given(text=st.text(ALLOWED))
+def test_normalizing_allowed_text_keeps_its_letters_and_digits_upper_cased(text: str) -> None:
+    normalized = normalize_document(text)
+    assert normalized == "".join(c for c in text if c not in SEPARATORS).upper()
+    assert set(normalized) <= set(CNPJ_BODY_ALPHABET)
+    assert normalize_document(normalized) == normalized
+
+
+@given(
+    before=st.text(ALLOWED),
+    odd=st.characters(codec="utf-8").filter(lambda c: c not in ALLOWED),
+    after=st.text(ALLOWED),
+)
+def test_any_other_character_anywhere_is_refused(before: str, odd: str, after: str) -> None:
+    with pytest.raises(ValueError, match=CHARACTERS_REFUSED):
+        normalize_document(before + odd + after)
+
+
+@given(cpf=cpfs, cuts=st.lists(st.tuples(st.integers(0, 11), st.sampled_from(SEPARATORS))))
+def test_separators_anywhere_in_a_cpf_leave_it_as_it_was(
+    cpf: str, cuts: list[tuple[int, str]]
+) -> None:
+    typed = cpf
+    for position, separator in cuts:
+        typed = typed[:position] + separator + typed[position:]
+    assert parse_registration_number(typed) == cpf
 
 
 @pytest.mark.parametrize("cpf", VALID_CPFS)
@@ -149,10 +206,8 @@ def test_no_all_same_cnpj_is_valid(digit: str) -> None:
         ("5299822472A", "is not a valid CPF: a CPF is 11 digits"),
         ("11.222.333/0001-82", "is not a valid CNPJ: check digits do not match"),
         ("12.ABC.345/01DE-3A", "is not a valid CNPJ: the last 2 characters must be digits"),
-        (
-            "12.AB*.345/01DE-35",
-            "is not a valid CNPJ: the first 12 characters must be digits or letters A-Z",
-        ),
+        # A character no document is written in is refused before the CNPJ is read.
+        ("12.AB*.345/01DE-35", CHARACTERS_REFUSED),
         ("00.000.000/0000-00", "is not a valid CNPJ: all characters are the same"),
     ],
 )

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.settings import make_settings
+from tests.support.settings import TEST_SECRET_KEY, make_settings
 from tucano.checkout.card_processor import (
     Approved,
     CardAuthorization,
@@ -73,7 +73,7 @@ def test_the_test_cards_cannot_run_in_production(
     no_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TUCANO_ENVIRONMENT", "production")
-    monkeypatch.setenv("TUCANO_SECRET_KEY", "k" * 40)
+    monkeypatch.setenv("TUCANO_SECRET_KEY", TEST_SECRET_KEY)
     monkeypatch.setenv("TUCANO_CARD_PROCESSOR", "sandbox")
     with pytest.raises(ConfigurationError, match="TUCANO_CARD_PROCESSOR=sandbox"):
         load_settings(_env_file=None)

@@ -18,7 +18,7 @@ import pytest
 import tucano
 from tests.support.databases import create_scratch_database, drop_scratch_database
 from tests.support.processes import clean_env, run_tucano, start_serve
-from tests.support.settings import POSTGRES_URL
+from tests.support.settings import POSTGRES_URL, TEST_SECRET_KEY
 
 
 def create_client(cwd: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, object]:
@@ -113,9 +113,30 @@ def test_production_refuses_to_start_without_a_secret_key(tmp_path: Path) -> Non
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("setting", "says"),
+    [
+        ({"TUCANO_SECRET_KEY": "s" * 40}, "TUCANO_SECRET_KEY has fewer than 8 distinct characters"),
+        (
+            {"TUCANO_SECRET_KEY": TEST_SECRET_KEY, "TUCANO_PUBLIC_URL": "http://pay.example.com"},
+            "TUCANO_PUBLIC_URL must be an https URL when TUCANO_ENVIRONMENT=production",
+        ),
+    ],
+)
+def test_production_refuses_to_start_with_weak_settings(
+    tmp_path: Path, setting: dict[str, str], says: str
+) -> None:
+    env = clean_env(TUCANO_ENVIRONMENT="production", **setting)
+    result = run_tucano("serve", "--port", "0", cwd=tmp_path, env=env)
+    assert result.returncode != 0
+    assert says in result.stderr
+    assert "s" * 40 not in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_production_starts_with_a_secret_key_from_dotenv(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text(
-        "TUCANO_ENVIRONMENT=production\nTUCANO_SECRET_KEY=" + "s" * 40 + "\n"
+        "TUCANO_ENVIRONMENT=production\nTUCANO_SECRET_KEY=" + TEST_SECRET_KEY + "\n"
     )
     server = start_serve(tmp_path)
     try:

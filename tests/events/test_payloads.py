@@ -88,6 +88,14 @@ def test_money_gets_two_decimals_and_times_utc_with_milliseconds() -> None:
         ({"paymentDate": "yesterday"}, "paymentDate"),
         ({"payer": {"documentNumber": "123", "name": "Ana"}}, "payer.documentNumber"),
         ({"payer": {"name": "Ana"}}, "payer.documentNumber"),
+        (
+            {"payer": {"documentNumber": "529\n982\t247\u200325", "name": "Ana"}},
+            "payer.documentNumber",
+        ),
+        (
+            {"payer": {"documentNumber": "RN3QNL\u00dfNOPY55", "name": "Ana"}},
+            "payer.documentNumber",
+        ),
     ],
 )
 def test_a_pix_qr_payment_still_refuses_what_is_not_one(

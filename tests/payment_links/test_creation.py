@@ -172,6 +172,72 @@ async def test_create_refuses_each_bad_field(
     assert any(line.startswith(message) for line in error["errors"]), error
 
 
+DOCUMENT_CHARACTERS = (
+    "registrationNumber must be written in ASCII digits and letters, with only dots, dashes, "
+    "slashes or spaces between them"
+)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "529\n982\t247\u200325",
+        "529\x1c98224725",
+        "RN3QNL\u00dfNOPY55",
+        "\uff15\uff12\uff19.982.247-25",
+    ],
+)
+async def test_a_document_with_odd_characters_is_refused(merchant: Merchant, document: str) -> None:
+    response = await post_link(merchant, new_link(registrationNumber=document))
+    error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+    assert error["errors"] == [DOCUMENT_CHARACTERS]
+
+
+TEXT_FIELDS = ["payerName", "description", "userReference"]
+# Control characters, and the Unicode line separators that end a line as well.
+CONTROL_CHARACTERS = ["\n", "\r", "\t", "\x1b", "\x7f", "\x85", "\u2028", "\u2029"]
+
+
+@pytest.mark.parametrize("field", TEXT_FIELDS)
+@pytest.mark.parametrize("character", CONTROL_CHARACTERS)
+async def test_text_fields_refuse_control_characters(
+    merchant: Merchant, field: str, character: str
+) -> None:
+    response = await post_link(merchant, new_link(**{field: f"Maria{character}da Silva"}))
+    error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+    assert error["errors"] == [
+        f"{field} must not hold control characters (a line break, a tab, ...)"
+    ]
+
+
+@pytest.mark.parametrize("field", TEXT_FIELDS)
+@pytest.mark.parametrize(
+    "card", ["4111111111111111", "4111 1111 1111 1111", "5500-0000-0000-0004", "378282246310005"]
+)
+async def test_text_fields_refuse_card_numbers_without_echoing_them(
+    merchant: Merchant, field: str, card: str
+) -> None:
+    response = await post_link(merchant, new_link(**{field: f"card {card} 123"}))
+    error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+    assert error["errors"] == [
+        f"{field} has a card number, which no payment link may carry (name a card by its "
+        "brand and last four digits)"
+    ]
+    digits = card.replace(" ", "").replace("-", "")
+    assert card not in response.text and digits not in response.text
+
+
+async def test_text_fields_keep_letters_of_any_script_and_spaces(merchant: Merchant) -> None:
+    link = await create(
+        merchant,
+        payerName="José Ñandú 李 Ωmega",
+        description="Pedido nº 42 — café ☕, CPF 529.982.247-25, fone +55 11 98765-4325",
+        userReference="ref 2026-01-15 10:30",
+    )
+    assert link["payerName"] == "José Ñandú 李 Ωmega"
+    assert link["description"].startswith("Pedido nº 42")
+
+
 async def test_an_amount_may_be_a_string_in_plain_decimal_notation(merchant: Merchant) -> None:
     # As PIX APIs write amounts; it is the same request as the number, for idempotency too.
     key = str(uuid.uuid4())

@@ -5,11 +5,16 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+import re
 import uuid
 from datetime import timedelta
+from decimal import Decimal
+from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
+from sqlalchemy import update
 
 from tests.support.payment_links import (
     BASE,
@@ -18,9 +23,11 @@ from tests.support.payment_links import (
     tx,
     window,
 )
-from tests.support.service import Merchant
+from tests.support.service import Merchant, assert_error_body
 from tucano.core.clock import clock
+from tucano.core.errors import ErrorCode
 from tucano.payment_links import export
+from tucano.payment_links.models import PaymentLink
 
 
 async def test_report_as_csv_lists_every_matched_link(merchant: Merchant) -> None:
@@ -52,6 +59,95 @@ async def test_a_csv_cell_stays_one_cell_with_either_separator(merchant: Merchan
             c for row in csv.reader(io.StringIO(response.text), delimiter=separator) for c in row
         ]
         assert not any(cell.startswith(("=", "+", "-", "@")) for cell in cells), separator
+
+
+async def report_csv(merchant: Merchant, **params: str) -> httpx.Response:
+    response = await merchant.get(
+        f"{BASE}/report", params=window(**params), headers={**tx(), "Accept": "text/csv"}
+    )
+    assert response.status_code == 200, response.text
+    return response
+
+
+async def store_as_an_earlier_release_did(
+    merchant: Merchant, link: dict[str, Any], **values: str
+) -> None:
+    """Text a link kept from before text fields refused control characters."""
+    async with merchant.service.database.session() as session:
+        await session.execute(
+            update(PaymentLink)
+            .where(PaymentLink.uuid == uuid.UUID(link["linkPaymentUuid"]))
+            .values(**values)
+        )
+        await session.commit()
+
+
+@pytest.mark.parametrize("form", ["rfc4180", "excel-br"])
+async def test_a_formula_after_a_line_break_is_quoted_too(merchant: Merchant, form: str) -> None:
+    link = await create(merchant)
+    await store_as_an_earlier_release_did(
+        merchant, link, payer_name="Ana\n=HYPERLINK(1)", description="x\r\n@SUM(1)\r+1"
+    )
+    text = (await report_csv(merchant, csvFormat=form)).text.removeprefix("\ufeff")
+    # Read line by line, as an importer that ignores quotes does, then split on any separator.
+    pieces = [
+        piece for line in re.split(r"\r\n|\r|\n", text) for piece in re.split(r"[,;\t]", line)
+    ]
+    assert not any(piece.lstrip('"').startswith(("=", "+", "-", "@")) for piece in pieces)
+    delimiter = ";" if form == "excel-br" else ","
+    (row,) = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    assert row["payerName"] == "Ana\n'=HYPERLINK(1)"
+    assert row["description"] == "x\r\n'@SUM(1)\r'+1"
+
+
+async def test_the_excel_br_form_has_semicolons_decimal_commas_and_a_byte_order_mark(
+    merchant: Merchant,
+) -> None:
+    made = [
+        await create(merchant, amount=Decimal("1234.50"), payerName="Conceição; Filhos"),
+        await create(merchant, amount=Decimal("0.07"), description="açaí, 2 kg"),
+    ]
+    response = await report_csv(merchant, csvFormat="excel-br")
+    assert response.headers["content-type"] == "text/csv; charset=utf-8"
+    assert response.content.startswith(b"\xef\xbb\xbf" + b"linkPaymentUuid;creationDate;")
+    text = response.content.decode("utf-8-sig")
+    rows = {r["linkPaymentUuid"]: r for r in csv.DictReader(io.StringIO(text), delimiter=";")}
+    assert set(rows) == {m["linkPaymentUuid"] for m in made}
+    first, second = (rows[m["linkPaymentUuid"]] for m in made)
+    assert first["amount"] == "1234,50" and second["amount"] == "0,07"
+    assert first["payerName"] == "Conceição; Filhos"
+    assert second["description"] == "açaí, 2 kg"
+    assert list(first) == export.CSV_COLUMNS
+
+
+async def test_the_rfc4180_form_is_the_default_and_can_be_named(merchant: Merchant) -> None:
+    await create(merchant, amount=Decimal("1234.50"), description="açaí; 2 kg")
+    default = await report_csv(merchant)
+    named = await report_csv(merchant, csvFormat="rfc4180")
+    for response in (default, named):
+        assert not response.content.startswith(b"\xef\xbb\xbf")
+        (row,) = csv.DictReader(io.StringIO(response.text))
+        assert row["amount"] == "1234.50" and row["description"] == "açaí; 2 kg"
+    assert default.text.splitlines()[1:] == named.text.splitlines()[1:]
+
+
+async def test_an_unknown_csv_format_is_refused(merchant: Merchant) -> None:
+    response = await merchant.get(
+        f"{BASE}/report",
+        params=window(csvFormat="excel"),
+        headers={**tx(), "Accept": "text/csv"},
+    )
+    error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+    assert error["errors"] == ["csvFormat must be one of: rfc4180, excel-br"]
+
+
+async def test_the_json_report_ignores_the_csv_format(merchant: Merchant) -> None:
+    await create(merchant)
+    response = await merchant.get(
+        f"{BASE}/report", params=window(csvFormat="excel-br"), headers=tx()
+    )
+    assert response.status_code == 200
+    assert response.json()["totalCount"] == 1
 
 
 async def test_csv_streams_in_chunks_without_gaps_or_repeats(

@@ -280,6 +280,22 @@ async def test_a_registration_number_filter_takes_any_punctuation(merchant: Merc
     assert (await listing(merchant, registrationNumber=spaced))["totalElements"] == 1
 
 
+@pytest.mark.parametrize("path", ["/link-payment", "/report"])
+async def test_a_registration_number_filter_with_odd_characters_is_refused(
+    merchant: Merchant, path: str
+) -> None:
+    days = {"startDate": "2026-01-01", "endDate": "2026-12-31"}
+    for odd in ("529\n98224725", "RN3QNL\u00dfNOPY55"):
+        response = await merchant.get(
+            f"{BASE}{path}", params={**days, "registrationNumber": odd}, headers=tx()
+        )
+        error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+        assert error["errors"] == [
+            "registrationNumber must be written in ASCII digits and letters, with only dots, "
+            "dashes, slashes or spaces between them"
+        ]
+
+
 # --- B4 report ------------------------------------------------------------------------------
 
 

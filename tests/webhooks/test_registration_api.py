@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from tests.support.service import EMPTY_PAGE, Merchant, RunningService, assert_error_body
+from tests.support.service import (
+    EMPTY_PAGE,
+    Merchant,
+    RunningService,
+    assert_error_body,
+    start_service,
+)
+from tests.support.settings import make_settings
 from tucano.auth.tokens import Scope
 from tucano.core.errors import ErrorCode
+from tucano.db.database import Database
 
 EVENT_TYPES = [
     "PIX_OUTBOUND",
@@ -93,6 +102,36 @@ async def test_customer_id_in_the_body_is_ignored(merchant: Merchant) -> None:
 
 async def test_each_webhook_gets_its_own_secret(merchant: Merchant) -> None:
     assert (await create(merchant))["secret"] != (await create(merchant))["secret"]
+
+
+@pytest.fixture(scope="module")
+async def service_of_two_webhooks(
+    database_url: str, database: Database
+) -> AsyncIterator[RunningService]:
+    """The service with TUCANO_MAX_WEBHOOKS_PER_CUSTOMER=2."""
+    running = await start_service(
+        make_settings(database_url, max_webhooks_per_customer=2), database
+    )
+    yield running
+    await running.stop()
+
+
+async def test_creating_one_more_than_the_limit_is_a_409_naming_it(
+    service_of_two_webhooks: RunningService,
+) -> None:
+    merchant = await service_of_two_webhooks.merchant()
+    await create(merchant)
+    await create(merchant, eventType="CARD_CHARGEBACK", isActive=False)
+    response = await merchant.post("/webhook/v1/create", json=hook())
+    error = assert_error_body(response, 409, ErrorCode.WEBHOOK_LIMIT_REACHED)
+    assert error["errors"] == [
+        "a customer may have at most 2 webhooks (TUCANO_MAX_WEBHOOKS_PER_CUSTOMER); "
+        "delete one before creating another"
+    ]
+    listed = (await merchant.get("/webhook/v1/list")).json()
+    assert listed["totalElements"] == 2
+    other = await service_of_two_webhooks.merchant()
+    await create(other)
 
 
 @pytest.mark.parametrize(
@@ -230,6 +269,22 @@ async def test_non_public_targets_are_refused(merchant: Merchant, url: str) -> N
     error = assert_error_body(response, 400, ErrorCode.WEBHOOK_TARGET_REFUSED)
     assert "targetUrl" in error["errors"][0]
     assert "public" in error["errors"][0]
+
+
+NOT_PUBLIC = (
+    "is not a public address; webhooks are only sent to public hosts (see "
+    "TUCANO_WEBHOOK_ALLOWED_NETWORKS for local development)"
+)
+
+
+async def test_a_refused_name_is_named_without_the_address_it_resolved_to(
+    merchant: Merchant,
+) -> None:
+    # localhost resolves (to 127.0.0.1, ::1 or both), and is no public host.
+    response = await merchant.post("/webhook/v1/create", json=hook(targetUrl="https://localhost/x"))
+    error = assert_error_body(response, 400, ErrorCode.WEBHOOK_TARGET_REFUSED)
+    assert error["errors"] == [f"targetUrl host localhost {NOT_PUBLIC}"]
+    assert "127.0.0.1" not in response.text and "::1" not in response.text
 
 
 async def test_plain_http_is_refused_in_production(production_service: RunningService) -> None:

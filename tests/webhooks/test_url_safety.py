@@ -19,6 +19,7 @@ from tucano.webhooks.url_safety import (
     literal_address,
     parse_legacy_ipv4,
     parse_target_url,
+    refuse_unless_allowed,
 )
 
 PRIVATE_V4 = [
@@ -241,3 +242,14 @@ async def test_registration_resolves_even_when_the_loops_resolver_threads_are_bu
         assert target.host == "localhost"
     finally:
         await asyncio.gather(*busy)
+
+
+@pytest.mark.parametrize("address", ["10.1.2.3", "169.254.169.254", "fd00:ec2::254", "::1"])
+def test_a_refusal_names_the_host_but_not_the_address_it_resolved_to(address: str) -> None:
+    with pytest.raises(TargetRefused) as refused:
+        refuse_unless_allowed("hooks.example.com", [ipaddress.ip_address(address)], [])
+    assert str(refused.value) == (
+        "host hooks.example.com is not a public address; webhooks are only sent to public "
+        "hosts (see TUCANO_WEBHOOK_ALLOWED_NETWORKS for local development)"
+    )
+    assert address not in str(refused.value)

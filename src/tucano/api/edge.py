@@ -147,6 +147,10 @@ class EdgeMiddleware:
                     # Answers carry secrets (a webhook's signing secret, a link's checkout
                     # token) and customers' data: no cache, shared or private, keeps one.
                     kept.append((b"cache-control", b"no-store"))
+                if not any(k.lower() == b"x-content-type-options" for k, _ in kept):
+                    # A browser must take an answer for the type it says (JSON, CSV), never
+                    # sniff it into HTML or a script.
+                    kept.append((b"x-content-type-options", b"nosniff"))
                 message["headers"] = [*kept, (b"x-transaction-id", transaction_id.encode())]
             try:
                 await send(message)

@@ -7,8 +7,9 @@ may be digits or upper-case letters, the last 2 stay numeric check digits. Both 
 are the classic mod-11 ones; a CNPJ character is worth `ord(char) - 48`, so '0'..'9' keep their
 values, 'A' is 17 and 'Z' is 42, and every numeric CNPJ issued before keeps its check digits.
 
-Validators take the normalised form (`normalize_document`); `parse_registration_number` does both
-and raises `ValueError` with a message meant to follow the field name in an API error.
+Validators take the normalised form (`normalize_document`, which refuses any character but ASCII
+digits, letters and the separators `.`, `-`, `/` and space); `parse_registration_number` does
+both and raises `ValueError` with a message meant to follow the field name in an API error.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ import string
 CPF_LENGTH = 11
 CNPJ_LENGTH = 14
 
-_PUNCTUATION = frozenset(".-/")
+# What people type between groups: the plain ASCII space, not a tab, line break or other blank.
+_SEPARATORS = frozenset(".-/ ")
+# ASCII only: `str.upper` would fold some other letters into ASCII ones (ß into SS).
+_WRITTEN_WITH = frozenset(string.ascii_letters + string.digits) | _SEPARATORS
 _DIGITS = frozenset(string.digits)
 _CNPJ_BODY_CHARACTERS = frozenset(string.digits + string.ascii_uppercase)
 _CNPJ_BODY_ALPHABET = string.digits + string.ascii_uppercase
@@ -32,9 +36,19 @@ _CNPJ_WEIGHTS_2 = (6, 5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2)
 _EITHER = "must be a valid CPF (11 digits) or CNPJ (14 characters)"
 
 
+_CHARACTERS = (
+    "must be written in ASCII digits and letters, with only dots, dashes, slashes or spaces "
+    "between them"
+)
+
+
 def normalize_document(text: str) -> str:
-    """`text` without the dots, dashes, slashes and spaces people type, letters upper-cased."""
-    return "".join(c for c in text if c not in _PUNCTUATION and not c.isspace()).upper()
+    """`text` without the dots, dashes, slashes and spaces people type, letters upper-cased;
+    `ValueError` when it holds any other character (a control character, a tab or another
+    blank, a letter outside ASCII)."""
+    if not _WRITTEN_WITH.issuperset(text):
+        raise ValueError(_CHARACTERS)
+    return "".join(c for c in text if c not in _SEPARATORS).upper()
 
 
 def _mod11_digit(values: tuple[int, ...], weights: tuple[int, ...]) -> int:

@@ -39,6 +39,7 @@ class ErrorCode(IntEnum):
     EVENT_NOT_FOUND = 24, 404, "Event not found"
     WEBHOOK_INACTIVE = 25, 409, "Webhook is inactive"
     WEBHOOK_EVENT_MISMATCH = 26, 409, "Webhook does not receive this event type"
+    WEBHOOK_LIMIT_REACHED = 27, 409, "Webhook limit reached"
     INVALID_PARAMETERS = 36, 400, "Invalid request parameters"
     MALFORMED_BODY = 37, 400, "Malformed request body"
     INVALID_TRANSACTION_ID = 38, 400, "Missing or invalid x-transaction-id header"

@@ -8,6 +8,7 @@ import io
 import re
 from collections.abc import AsyncIterator
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import Select, select, tuple_
@@ -39,17 +40,27 @@ CSV_COLUMNS = [
 ]
 
 
+class CsvForm(StrEnum):
+    """The two forms of the CSV: RFC 4180 (`,`, decimal point), or the one Excel in Brazilian
+    Portuguese opens as a table (`;`, decimal comma, a UTF-8 byte order mark)."""
+
+    RFC4180 = "rfc4180"
+    EXCEL_BR = "excel-br"
+
+
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # A separator a spreadsheet may split on (`;` in pt-BR Excel, whatever the file's own is, and
-# quotes do not protect it there) followed by what would start a formula in the next cell.
-_FORMULA_AFTER_SEPARATOR = re.compile(r"([,;\t])(?=[=+\-@\t\r])")
+# quotes do not protect it there), or a line break an importer may start a row at, followed by
+# what would start a formula in the next cell.
+_SPLITS_AT = ",;\t\r\n"
+_FORMULA_AFTER_SEPARATOR = re.compile(r"([,;\t\r\n])(?=[=+\-@\t\r])")
 
 
 def _csv_safe(value: object) -> str:
     """A cell as text; what a spreadsheet would run as a formula, at the start of the cell or
-    after a separator it may split the cell on, gets a leading quote."""
+    after a separator or line break it may split the cell on, gets a leading quote."""
     text = "" if value is None else str(value)
-    if any(separator in text for separator in ",;\t"):
+    if any(separator in text for separator in _SPLITS_AT):
         text = _FORMULA_AFTER_SEPARATOR.sub(r"\1'", text)
     return "'" + text if text.startswith(_FORMULA_START) else text
 
@@ -58,15 +69,22 @@ CSV_CHUNK = 1000
 
 
 async def stream_csv(
-    database: Database, *, customer_id: int, filters: LinkFilters
+    database: Database,
+    *,
+    customer_id: int,
+    filters: LinkFilters,
+    form: CsvForm = CsvForm.RFC4180,
 ) -> AsyncIterator[str]:
-    """Every matched link as CSV, newest first, read in chunks of CSV_CHUNK links, each in a
-    short read of its own: a client that reads slowly holds no database connection (nor, on
-    SQLite, the database's lock) while the file streams. Statuses are as of the first chunk; a
-    link paid while the file streams may show either way."""
+    """Every matched link as CSV in `form`, newest first, read in chunks of CSV_CHUNK links,
+    each in a short read of its own: a client that reads slowly holds no database connection
+    (nor, on SQLite, the database's lock) while the file streams. Statuses are as of the first
+    chunk; a link paid while the file streams may show either way."""
     now = clock.now()
+    excel = form is CsvForm.EXCEL_BR
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    writer = csv.writer(buffer, delimiter=";" if excel else ",")
+    if excel:
+        buffer.write("\ufeff")  # the byte order mark tells Excel the file is UTF-8
     writer.writerow(CSV_COLUMNS)
     yield buffer.getvalue()
     last: tuple[datetime, int] | None = None
@@ -101,7 +119,7 @@ async def stream_csv(
                         status_at(link, now),
                         link.payer_name,
                         link.registration_number,
-                        f"{from_cents(link.amount_cents):.2f}",
+                        _amount(link.amount_cents, decimal_comma=excel),
                         link.numbers_installments,
                         link.description,
                         link.user_reference,
@@ -117,6 +135,11 @@ async def stream_csv(
         if len(rows) < CSV_CHUNK:
             return
         last = (rows[-1].created_at, rows[-1].id)
+
+
+def _amount(cents: int, *, decimal_comma: bool) -> str:
+    written = f"{from_cents(cents):.2f}"
+    return written.replace(".", ",") if decimal_comma else written
 
 
 async def _read_whole(database: Database, statement: Select[Any]) -> list[Any]:

@@ -22,6 +22,7 @@ from tucano.api.routing import DecimalJSONRoute
 from tucano.api.sessions import ReadSessionDep
 from tucano.api.wire import CanonicalUUID, RangeEnd, RangeStart, json_response, range_is_reversed
 from tucano.auth.deps import PaymentLinkReader, PaymentLinkWriter
+from tucano.brazil.documents import normalize_document
 from tucano.core import json_codec
 from tucano.core.clock import clock
 from tucano.core.errors import BadRequest
@@ -100,6 +101,11 @@ async def link_filters(
         end_as_sent=request.query_params.get("endDate"),
     ):
         raise BadRequest("startDate must not be after endDate")
+    if registration_number is not None:
+        try:
+            normalize_document(registration_number)
+        except ValueError as exc:
+            raise BadRequest(f"registrationNumber {exc}") from None
     return listing.LinkFilters(
         start=start_date,
         end=end_date,
@@ -192,7 +198,8 @@ async def list_payment_links(
     "/report",
     summary="Report on payment links (B4)",
     description="Totals over every matched link (same filters as the list). With "
-    "`Accept: text/csv`, the matched links themselves as CSV (a header row, one row per link).",
+    "`Accept: text/csv`, the matched links themselves as CSV (a header row, one row per link), "
+    "in the form `csvFormat` names.",
     response_model=PaymentLinkReport,
     responses={
         **error_responses(400, 401, 403),
@@ -205,13 +212,26 @@ async def report_payment_links(
     filters: Filters,
     request: Request,
     session: ReadSessionDep,
+    csv_format: Annotated[
+        export.CsvForm,
+        Query(
+            alias="csvFormat",
+            description="The CSV's form, when `Accept` asks for `text/csv` (ignored for JSON): "
+            "`rfc4180` (the default: `,` between cells, a decimal point) or `excel-br`, for "
+            "Excel in Brazilian Portuguese (`;` between cells, a decimal comma, a UTF-8 byte "
+            "order mark).",
+        ),
+    ] = export.CsvForm.RFC4180,
 ) -> Response:
     wanted = preferred_media_type(
         request.headers.get("accept", ""), ["application/json", "text/csv"]
     )
     if wanted == "text/csv":
         rows = export.stream_csv(
-            request.app.state.database, customer_id=caller.customer_id, filters=filters
+            request.app.state.database,
+            customer_id=caller.customer_id,
+            filters=filters,
+            form=csv_format,
         )
         return StreamingResponse(
             rows,

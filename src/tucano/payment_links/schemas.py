@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import unicodedata
 import uuid
 from datetime import datetime, timedelta
 from enum import IntEnum
 from functools import lru_cache
 from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
-from pydantic import Field, StrictInt, StringConstraints, field_validator
+from pydantic import BeforeValidator, Field, StrictInt, StringConstraints, field_validator
 
 from tucano.api.wire import ApiModel, UtcTimestamp
 from tucano.brazil.documents import parse_registration_number
+from tucano.core.card_numbers import holds_a_card_number
 from tucano.core.money import Money, MoneyOut, from_cents
 from tucano.payment_links.checkout_tokens import issue_checkout_token
 from tucano.payment_links.installments import MAX_INSTALLMENTS, installment_options
@@ -29,13 +31,38 @@ METHOD_CARD = PaymentMethod.CREDIT_CARD
 METHOD_PIX = PaymentMethod.PIX
 METHOD_NAMES = {METHOD_CARD: "CREDIT_CARD", METHOD_PIX: "PIX"}
 
-PayerName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+# Line and paragraph separators end a line as \n does, in a CSV cell or a log line alike.
+_LINE_SEPARATORS = frozenset("\u2028\u2029")
+
+
+def _plain_text(value: object) -> object:
+    """A text field of a link: one line of what people write, and no card number (a link's
+    text is stored, shown and exported as it is)."""
+    if not isinstance(value, str):
+        return value
+    if any(c in _LINE_SEPARATORS or unicodedata.category(c) == "Cc" for c in value):
+        raise ValueError("must not hold control characters (a line break, a tab, ...)")
+    if holds_a_card_number(value):
+        raise ValueError(
+            "has a card number, which no payment link may carry (name a card by its brand "
+            "and last four digits)"
+        )
+    return value
+
+
+PlainText = BeforeValidator(_plain_text)
+PayerName = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100), PlainText
+]
 Days = Annotated[StrictInt, Field(ge=1, le=10)]
 Installments = Annotated[StrictInt, Field(ge=1, le=MAX_INSTALLMENTS)]
 
 
 class PaymentLinkCreate(ApiModel):
-    payer_name: PayerName = Field(description="1 to 100 characters.")
+    payer_name: PayerName = Field(
+        description="1 to 100 characters; no control characters or card numbers (as in "
+        "description and userReference)."
+    )
     registration_number: str = Field(
         description="The payer's CPF or CNPJ (the alphanumeric CNPJ included); punctuation is "
         "accepted and stripped.",
@@ -46,8 +73,8 @@ class PaymentLinkCreate(ApiModel):
         description="Most card instalments offered, 1 to 10."
     )
     expiration_days: Days = Field(description="Validity in days, 1 to 10.")
-    description: Annotated[str, StringConstraints(max_length=140)] | None = None
-    user_reference: Annotated[str, StringConstraints(max_length=77)] | None = Field(
+    description: Annotated[str, StringConstraints(max_length=140), PlainText] | None = None
+    user_reference: Annotated[str, StringConstraints(max_length=77), PlainText] | None = Field(
         default=None, description="Your own reference, for tracking and filtering."
     )
 

@@ -64,8 +64,10 @@ async def list_webhooks(
 @router.post(
     "/create",
     summary="Create a webhook (A2)",
+    description="A customer may have at most TUCANO_MAX_WEBHOOKS_PER_CUSTOMER webhooks "
+    "(default 100): one more is a 409.",
     response_model=WebhookCreated,
-    responses=error_responses(400, 401, 403, 413, 415),
+    responses=error_responses(400, 401, 403, 409, 413, 415),
 )
 async def create_webhook(
     caller: WebhookWriter,

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from tucano.auth.tokens import Principal
 from tucano.config import Settings
 from tucano.core.clock import clock
-from tucano.core.errors import BadRequest, ErrorCode, NotFound
+from tucano.core.errors import BadRequest, Conflict, ErrorCode, NotFound
 from tucano.core.paging import PageRequest
 from tucano.db.bulk import in_parts
 from tucano.db.database import call_after_commit
@@ -103,6 +103,9 @@ async def create_webhook(
 ) -> Webhook:
     """A new webhook, its signing secret sealed (`secret_store.secret` reads it)."""
     await check_target(data.target_url, settings)
+    await _refuse_over_the_limit(
+        session, customer_id=caller.customer_id, limit=settings.max_webhooks_per_customer
+    )
     now = clock.now()
     webhook = Webhook(
         customer_id=caller.customer_id,
@@ -120,6 +123,26 @@ async def create_webhook(
     secret_store.seal(webhook, secret=new_signing_secret(), previous_secrets=None)
     await session.flush()
     return webhook
+
+
+async def _refuse_over_the_limit(session: AsyncSession, *, customer_id: int, limit: int) -> None:
+    """409 when the customer has `limit` webhooks already. Counted under a lock per customer
+    held until the transaction ends, so two creates at the limit cannot both see room (on
+    SQLite the write transaction holds the database already)."""
+    if session.get_bind().dialect.name == "postgresql":
+        await session.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+            {"key": f"tucano.webhooks.of_customer.{customer_id}"},
+        )
+    count = await session.scalar(
+        select(func.count()).select_from(Webhook).where(Webhook.customer_id == customer_id)
+    )
+    if int(count or 0) >= limit:
+        raise Conflict(
+            ErrorCode.WEBHOOK_LIMIT_REACHED,
+            f"a customer may have at most {limit} webhooks (TUCANO_MAX_WEBHOOKS_PER_CUSTOMER); "
+            "delete one before creating another",
+        )
 
 
 async def update_webhook(

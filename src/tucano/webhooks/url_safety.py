@@ -270,11 +270,12 @@ def refuse_unless_allowed(
     *,
     resolved: bool = True,
 ) -> None:
+    # The message names the host only: the address a name resolved to would tell a merchant
+    # (or whoever probes with webhooks) what lies inside the provider's network.
     for address in addresses:
         if not is_allowed_address(address, allowed_networks, resolved=resolved):
-            resolved_to = "" if str(address) == host else f" ({address})"
             raise TargetRefused(
-                f"host {host}{resolved_to} is not a public address; webhooks are only sent to "
+                f"host {host} is not a public address; webhooks are only sent to "
                 "public hosts (see TUCANO_WEBHOOK_ALLOWED_NETWORKS for local development)"
             )
 

@@ -33,6 +33,8 @@ async def small_pool_service(private_database: Database) -> AsyncIterator[Runnin
             "delivery_lease_seconds": 60,
             "delivery_slow_after_seconds": 0.3,
             "webhook_deactivate_after": "1h",
+            # One customer registers 200 webhooks below, above the default cap of 100.
+            "max_webhooks_per_customer": 200,
         },
     )
     running = await start_service(settings, private_database, background=True)
