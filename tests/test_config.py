@@ -7,13 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tucano.config import (
-    ConfigurationError,
-    Environment,
-    load_settings,
-    parse_duration,
-    secret_key_weakness,
-)
+from tucano.config import ConfigurationError, Environment, load_settings
+from tucano.setting_values import parse_duration, secret_key_weakness
 
 
 @pytest.fixture(autouse=True)

@@ -17,11 +17,17 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from tucano.setting_values import (
+    LONGEST_DURATION,
+    is_loopback_host,
+    parse_duration,
+    secret_key_weakness,
+    split_list,
+)
+
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./tucano.db"
 DEFAULT_RETRY_SCHEDULE = "5s,5m,30m,2h,5h,10h,10h"
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -41,22 +47,9 @@ class ConfigurationError(Exception):
 
 
 DEFAULT_PUBLIC_URL = "http://127.0.0.1:8000"  # `tucano serve`'s own address on a laptop
-# Longer than any delay or period the service has a use for, and far inside timedelta's range.
-LONGEST_DURATION = timedelta(days=3650)
 # A setting in seconds: a finite number, at most LONGEST_DURATION (inf or 1e300 would pass a
 # lower bound, then overflow a timedelta or switch a loop off).
 Seconds = Annotated[float, Field(allow_inf_nan=False, le=LONGEST_DURATION.total_seconds())]
-
-
-def parse_duration(text: str) -> timedelta:
-    """Parse `5s`, `5m`, `2h`, `1d`, `250ms` or bare seconds into a timedelta."""
-    match = _DURATION.match(text)
-    if not match:
-        raise ValueError(f"{text!r} is not a duration such as 5s, 5m, 2h or 1d")
-    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
-    if seconds > LONGEST_DURATION.total_seconds():
-        raise ValueError(f"{text.strip()!r} is longer than {LONGEST_DURATION.days} days")
-    return timedelta(seconds=seconds)
 
 
 # An http(s) URL of a host (a name, international ones too, IPv4 or [IPv6]) and port, then maybe
@@ -65,55 +58,6 @@ _PUBLIC_URL = re.compile(r"(?i:https?)://[\w.\-\[\]:%]+(?:/[\w.~!$&'()*+,;=:@%/-
 
 
 _FACTORY = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")
-
-
-# A production TUCANO_SECRET_KEY: at least this many bytes, and no visible pattern (below).
-SECRET_KEY_MIN_BYTES = 32
-SECRET_KEY_MIN_DISTINCT = 8
-
-
-def _longest_steady_run(text: str) -> int:
-    """The longest stretch in which each character is the one before plus a fixed step: `aaaa`
-    (step 0), `0123`, `zyxw`."""
-    longest = run = min(len(text), 1)
-    for position in range(1, len(text)):
-        step = ord(text[position]) - ord(text[position - 1])
-        steady = position > 1 and step == ord(text[position - 1]) - ord(text[position - 2])
-        run = run + 1 if steady else 2
-        longest = max(longest, run)
-    return longest
-
-
-def secret_key_weakness(key: str) -> str | None:
-    """Why `key` is too weak to sign production's tokens, or None. Not an entropy measure (a
-    key's randomness cannot be seen in it), only what a person can see: too short, few distinct
-    characters, a piece repeated, or a run such as `aaaa` or `1234` for half of it or more."""
-    if len(key.encode()) < SECRET_KEY_MIN_BYTES:
-        return f"is shorter than {SECRET_KEY_MIN_BYTES} bytes"
-    if len(set(key)) < SECRET_KEY_MIN_DISTINCT:
-        return f"has fewer than {SECRET_KEY_MIN_DISTINCT} distinct characters"
-    for period in range(1, len(key) // 2 + 1):
-        if all(key[i] == key[i - period] for i in range(period, len(key))):
-            return f"repeats its first {period} characters"
-    if 2 * _longest_steady_run(key) >= len(key):
-        return "is half or more one run of characters (such as aaaa or 1234)"
-    return None
-
-
-def _is_loopback_host(host: str) -> bool:
-    host = host.rstrip(".")
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _split_list(value: Any) -> Any:
-    if isinstance(value, str):
-        return [item.strip() for item in value.split(",") if item.strip()]
-    return value
 
 
 class Settings(BaseSettings):
@@ -201,12 +145,12 @@ class Settings(BaseSettings):
             if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
                 raise ValueError("must be a JSON array of strings, or keys separated by commas")
             return keys
-        return _split_list(value)
+        return split_list(value)
 
     @field_validator("webhook_allowed_networks", mode="before")
     @classmethod
     def _parse_networks(cls, value: Any) -> Any:
-        items = _split_list(value)
+        items = split_list(value)
         if not isinstance(items, list):
             return items
         networks = []
@@ -227,7 +171,7 @@ class Settings(BaseSettings):
     @field_validator("retry_schedule", mode="before")
     @classmethod
     def _parse_schedule(cls, value: Any) -> Any:
-        items = _split_list(value)
+        items = split_list(value)
         if isinstance(items, list):
             parsed = [parse_duration(i) if isinstance(i, str) else i for i in items]
             if not parsed:
@@ -363,7 +307,7 @@ class Settings(BaseSettings):
                 'output of python -c "import secrets; print(secrets.token_urlsafe(48))"'
             )
         parsed = urlsplit(self.public_url)
-        if parsed.scheme.lower() != "https" and not _is_loopback_host(parsed.hostname or ""):
+        if parsed.scheme.lower() != "https" and not is_loopback_host(parsed.hostname or ""):
             raise ValueError(
                 "TUCANO_PUBLIC_URL must be an https URL when TUCANO_ENVIRONMENT=production: "
                 "payers open urlPayment, with its token, in a browser (plain http is accepted "

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.service import new_customer_id
+from tests.support.settings import TEST_SECRET_STORE
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.db.engines import connect_asyncpg
@@ -85,12 +86,15 @@ async def _webhook(database: Database, **fields: object) -> int:
             target_url="https://example.com/h",
             event_type="PIX_OUTBOUND",
             is_active=True,
-            secret=webhooks.new_signing_secret(),
+            secret="",
             created_at=T0,
             updated_at=T0,
             **fields,
         )
         session.add(hook)
+        await session.flush()
+        # Sealed as the service stores it, so other tests on this database can read every row.
+        TEST_SECRET_STORE.seal(hook, secret=webhooks.new_signing_secret(), previous_secrets=None)
         await session.commit()
         return hook.id
 

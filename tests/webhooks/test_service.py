@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.support.service import new_customer_id
-from tests.support.settings import make_settings
+from tests.support.settings import TEST_SECRET_STORE, make_settings
 from tucano.auth.tokens import MERCHANT_SCOPES, Principal
 from tucano.core.errors import AppError, ErrorCode
 from tucano.core.paging import PageRequest
@@ -39,7 +39,7 @@ async def create_one(database: Database, caller: Principal, limit: int) -> Webho
     async with database.session() as session:
         try:
             webhook = await service.create_webhook(
-                session, caller=caller, data=data, settings=settings
+                session, caller=caller, data=data, settings=settings, secret_store=TEST_SECRET_STORE
             )
         except AppError as exc:
             return exc
@@ -87,7 +87,9 @@ async def test_a_create_at_the_limit_waits_for_one_in_flight_and_is_refused(
     data = WebhookCreate.model_validate({"targetUrl": TARGET, "eventType": "PIX_OUTBOUND"})
     async with database.session() as first:
         # The second webhook, written but not committed: the next create must not count past it.
-        await service.create_webhook(first, caller=caller, data=data, settings=settings)
+        await service.create_webhook(
+            first, caller=caller, data=data, settings=settings, secret_store=TEST_SECRET_STORE
+        )
         second = asyncio.create_task(create_one(database, caller, limit=2))
         if database.dialect == "postgresql":
             deadline = asyncio.get_running_loop().time() + 10

@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tucano.config import parse_duration
 from tucano.deliveries.worker.retry import (
     LONGEST_RETRY_AFTER,
     next_attempt_delay,
     parse_retry_after,
 )
+from tucano.setting_values import parse_duration
 
 SCHEDULE = [parse_duration(d) for d in ["5s", "5m", "30m", "2h", "5h", "10h", "10h"]]
 NOW = datetime(2026, 1, 15, 10, 30, tzinfo=UTC)

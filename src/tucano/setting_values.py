@@ -1,0 +1,74 @@
+"""How settings' values are written and checked: durations, lists, loopback hosts, and what makes
+a production secret key too weak. Pure functions, read by config.py."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from datetime import timedelta
+from typing import Any
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+# Longer than any delay or period the service has a use for, and far inside timedelta's range.
+LONGEST_DURATION = timedelta(days=3650)
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse `5s`, `5m`, `2h`, `1d`, `250ms` or bare seconds into a timedelta."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a duration such as 5s, 5m, 2h or 1d")
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
+    if seconds > LONGEST_DURATION.total_seconds():
+        raise ValueError(f"{text.strip()!r} is longer than {LONGEST_DURATION.days} days")
+    return timedelta(seconds=seconds)
+
+
+# A production TUCANO_SECRET_KEY: at least this many bytes, and no visible pattern (below).
+SECRET_KEY_MIN_BYTES = 32
+SECRET_KEY_MIN_DISTINCT = 8
+
+
+def _longest_steady_run(text: str) -> int:
+    """The longest stretch in which each character is the one before plus a fixed step: `aaaa`
+    (step 0), `0123`, `zyxw`."""
+    longest = run = min(len(text), 1)
+    for position in range(1, len(text)):
+        step = ord(text[position]) - ord(text[position - 1])
+        steady = position > 1 and step == ord(text[position - 1]) - ord(text[position - 2])
+        run = run + 1 if steady else 2
+        longest = max(longest, run)
+    return longest
+
+
+def secret_key_weakness(key: str) -> str | None:
+    """Why `key` is too weak to sign production's tokens, or None. Not an entropy measure (a
+    key's randomness cannot be seen in it), only what a person can see: too short, few distinct
+    characters, a piece repeated, or a run such as `aaaa` or `1234` for half of it or more."""
+    if len(key.encode()) < SECRET_KEY_MIN_BYTES:
+        return f"is shorter than {SECRET_KEY_MIN_BYTES} bytes"
+    if len(set(key)) < SECRET_KEY_MIN_DISTINCT:
+        return f"has fewer than {SECRET_KEY_MIN_DISTINCT} distinct characters"
+    for period in range(1, len(key) // 2 + 1):
+        if all(key[i] == key[i - period] for i in range(period, len(key))):
+            return f"repeats its first {period} characters"
+    if 2 * _longest_steady_run(key) >= len(key):
+        return "is half or more one run of characters (such as aaaa or 1234)"
+    return None
+
+
+def is_loopback_host(host: str) -> bool:
+    host = host.rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def split_list(value: Any) -> Any:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
