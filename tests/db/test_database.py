@@ -237,14 +237,22 @@ async def _terminate_sessions(database_url: str, *, running: str | None = None) 
 
     admin = await connect_asyncpg(database_url)
     try:
-        return int(
-            await admin.fetchval(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-                "AND ($1::text IS NULL OR query LIKE $1)",
-                running,
-            )
+        ended = await admin.fetchval(
+            "SELECT array_agg(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND ($1::text IS NULL OR query LIKE $1) AND pg_terminate_backend(pid)",
+            running,
         )
+        ended = list(ended or [])
+        # pg_terminate_backend only signals: wait until those backends have exited, so their
+        # sockets are closed by the time the caller goes on (a loaded machine takes a while).
+        for _ in range(200):
+            if not await admin.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1::int[])", ended
+            ):
+                break
+            await asyncio.sleep(0.05)
+        return len(ended)
     finally:
         await admin.close()
 
