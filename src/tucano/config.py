@@ -101,6 +101,10 @@ class Settings(BaseSettings):
     # A body still arriving after this long is answered 408: a client that trickles a body (or
     # stops halfway) would otherwise hold a connection and a request's memory for ever.
     request_body_timeout_seconds: Seconds = Field(default=60.0, gt=0)
+    # The HTTP server's bounds on connections (api/connections.py): headers still arriving
+    # after this long close the connection, and at most max_connections are open at once.
+    header_timeout_seconds: Seconds = Field(default=10.0, gt=0)
+    max_connections: int = Field(default=1000, ge=1)
     log_level: str = "INFO"
     # auto: a person's console lines on a terminal, JSON lines otherwise.
     log_format: LogFormat = LogFormat.AUTO

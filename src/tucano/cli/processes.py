@@ -7,12 +7,15 @@ import asyncio
 import json
 import signal
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tucano.cli.common import fail, prepare_database, safe_url, settings_or_fail
 from tucano.config import DEFAULT_PUBLIC_URL, ConfigurationError, Settings
+
+if TYPE_CHECKING:
+    from tucano.api.connections import ConnectionLimits
 
 processes_app = typer.Typer()
 
@@ -54,6 +57,7 @@ def serve(
     import structlog
     import uvicorn
 
+    from tucano.api.connections import guarded_http_protocol
     from tucano.app import create_app
     from tucano.core.logs import configure_logging
     from tucano.runtime import raise_open_files_limit, size_resolver_threads, tune_garbage_collector
@@ -78,15 +82,39 @@ def serve(
     except ConfigurationError as exc:
         fail(str(exc))
     tune_garbage_collector()
-    raise_open_files_limit()
+    open_files = raise_open_files_limit()
     uvicorn.run(
         app,
         host=host,
         port=port,
+        http=guarded_http_protocol(connection_limits(settings, open_files)),
         log_config=None,
         access_log=False,
         server_header=False,
         timeout_graceful_shutdown=30,
+    )
+
+
+def connection_limits(settings: Settings, open_files: int) -> ConnectionLimits:
+    """The settings' bounds, with the cap kept under the open-files limit: past that, accepting
+    fails for every client alike, and the worker's deliveries need descriptors too."""
+    from tucano.api.connections import ConnectionLimits
+
+    cap = settings.max_connections
+    room = max(1, open_files // 2)
+    if cap > room:
+        import structlog
+
+        structlog.get_logger("tucano").warning(
+            "max_connections_lowered",
+            maxConnections=room,
+            configured=cap,
+            openFilesLimit=open_files,
+            hint="raise the open-files limit (ulimit -n, LimitNOFILE=) to allow more",
+        )
+        cap = room
+    return ConnectionLimits(
+        header_timeout_seconds=settings.header_timeout_seconds, max_connections=cap
     )
 
 
