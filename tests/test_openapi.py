@@ -383,6 +383,7 @@ OPERATION_IDS = {
     ("get", "/webhook/v1/list/results"): "listWebhookResults",
     ("post", "/webhook/v1/test-events"): "sendTestEvent",
     ("post", "/internal/v1/events"): "publishEvent",
+    ("post", "/internal/v1/events/batch"): "publishEventBatch",
     ("post", "/payment-link/v1"): "createPaymentLink",
     ("get", "/payment-link/v1/link-payment"): "listPaymentLinks",
     ("get", "/payment-link/v1/report"): "getPaymentLinkReport",

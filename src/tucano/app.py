@@ -28,7 +28,7 @@ from tucano.checkout.router import router as checkout_router
 from tucano.config import ConfigurationError, Environment, Settings, load_settings
 from tucano.core.errors import ErrorCode
 from tucano.db.database import Database
-from tucano.deliveries.router import internal_router as events_router
+from tucano.deliveries.events_router import router as events_router
 from tucano.deliveries.router import router as deliveries_router
 from tucano.jobs import run_background
 from tucano.openapi import document_deliveries, openapi_document, operation_id

@@ -37,6 +37,7 @@ OPERATION_IDS = {
     "GET /webhook/v1/list/results": "listWebhookResults",
     "POST /webhook/v1/test-events": "sendTestEvent",
     "POST /internal/v1/events": "publishEvent",
+    "POST /internal/v1/events/batch": "publishEventBatch",
     "POST /payment-link/v1": "createPaymentLink",
     "GET /payment-link/v1/link-payment": "listPaymentLinks",
     "GET /payment-link/v1/report": "getPaymentLinkReport",

@@ -321,3 +321,33 @@ async def test_the_status_of_an_altered_token_is_the_404_of_the_page(
     link = await create(merchant)
     status = checkout_path(link).replace("?", "/status?")[:-2] + "xx"
     assert_error_body(await service.http.get(status), 404, ErrorCode.PAYMENT_LINK_NOT_FOUND)
+
+
+async def test_a_batch_pays_the_links_its_pix_payments_match_and_each_only_once(
+    service: RunningService, merchant: Merchant, publisher: dict[str, str]
+) -> None:
+    first = await create(merchant, amount=Decimal("10.00"))
+    second = await create(merchant, amount=Decimal("20.00"))
+    txids = [txid_of(pix_code_of(await open_page(service, link))) for link in (first, second)]
+    payments = [
+        pix_event(merchant.customer_id, txids[0], "10.00"),
+        pix_event(merchant.customer_id, txids[1], "20.00"),
+        pix_event(merchant.customer_id, txids[0], "10.00"),  # the first link, reported again
+    ]
+    answer = await service.http.post(
+        "/internal/v1/events/batch",
+        content=json.dumps({"events": payments}),
+        headers=publisher,
+    )
+    assert answer.status_code == 202, answer.text
+    assert [e["eventType"] for e in answer.json()["events"]] == ["PIX_QR_INBOUND"] * 3
+    for link, payment in ((first, payments[0]), (second, payments[1])):
+        paid = await details(merchant, link)
+        assert paid["status"]["description"] == "PAID"
+        assert paid["payment"]["paymentReceipt"] == payment["payload"]["endToEndId"]
+    announced = [
+        json.loads(event.payload)["paymentReceipt"]
+        for event in await events_of(service, merchant)
+        if event.event_type == "PAYMENT_LINK_INBOUND"
+    ]
+    assert sorted(announced) == sorted(p["payload"]["endToEndId"] for p in payments[:2])

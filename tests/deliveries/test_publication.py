@@ -252,9 +252,9 @@ async def test_a_key_stored_by_an_earlier_release_still_replays(
 
     def attempt(payload: dict[str, Any]) -> Any:
         event = outbox.NewEvent(1, event_type, PAYLOAD_MODELS[event_type].model_validate(payload))
-        return publication.publish_event_once(
+        return publication.publish_events_once(
             private_database,
-            event,
+            [event],
             idempotency=publication.IdempotentPublication(
                 "publisher",
                 key,

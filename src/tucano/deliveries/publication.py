@@ -1,6 +1,7 @@
-"""Idempotent publication: an event published with an Idempotency-Key (POST
-/internal/v1/events) is published once, and the same request again within 24 hours gets the
-first answer. The keys are kept per API client in the idempotency store."""
+"""Idempotent publication: an event (POST /internal/v1/events) or a batch of them (POST
+/internal/v1/events/batch) published with an Idempotency-Key is published once, and the same
+request again within 24 hours gets the first answer. The keys are kept per API client in the
+idempotency store."""
 
 from __future__ import annotations
 
@@ -48,7 +49,18 @@ class IdempotentPublication:
 
 def publication_fingerprint(event: NewEvent) -> str:
     """The same publication whatever its spelling (10.5 or 10.50, the order of fields)."""
-    canonical = json_codec.dumps(
+    return hashlib.sha256(_canonical(event)).hexdigest()
+
+
+def batch_fingerprint(events: Sequence[NewEvent]) -> str:
+    """publication_fingerprint of a batch: the same events in the same order. Never equal to a
+    single event's, so a key of one cannot replay as the other."""
+    canonical = b"batch:" + b",".join(_canonical(event) for event in events)
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def _canonical(event: NewEvent) -> bytes:
+    return json_codec.dumps(
         {
             "eventType": event.event_type.value,
             "customerId": event.customer_id,
@@ -56,7 +68,6 @@ def publication_fingerprint(event: NewEvent) -> str:
         },
         sort_keys=True,
     )
-    return hashlib.sha256(canonical).hexdigest()
 
 
 def publication_conflict() -> Conflict:
@@ -75,24 +86,25 @@ PUBLICATION_KEYS = IdempotencyStore(
 )
 
 
-async def publish_event_once(
+async def publish_events_once(
     database: Database,
-    event: NewEvent,
+    events: Sequence[NewEvent],
     *,
     idempotency: IdempotentPublication,
-    answer: Callable[[PublishedEvent], bytes],
+    answer: Callable[[list[PublishedEvent]], bytes],
     publish: Publisher | None = None,
 ) -> tuple[bytes, bool]:
-    """Publish `event` unless this Idempotency-Key was used in the last 24 hours: (the answer,
-    whether it is a replay). The answer of the first publication is kept with the key, in the
-    event's transaction; the same key with another request is a 409. One event per key, even
-    when requests with the same key race (the loser's transaction, event and all, is undone).
-    `publish` stores the event in the session (publish_events unless the caller adds to it)."""
+    """Publish `events` (one request's: one event, or a batch) unless this Idempotency-Key was
+    used in the last 24 hours: (the answer, whether it is a replay). The answer of the first
+    publication is kept with the key, in the events' transaction; the same key with another
+    request is a 409. One publication per key, even when requests with the same key race (the
+    loser's transaction, events and all, is undone). `publish` stores the events in the session
+    (publish_events unless the caller adds to it)."""
     async with database.session() as session:
         replay = await _find(session, idempotency)
         if replay is not None:
             return replay, True
-        (published,) = await (publish or publish_events)(session, [event])
+        published = await (publish or publish_events)(session, events)
         body = answer(published)
         remembered = await PUBLICATION_KEYS.remember(
             session,
@@ -111,8 +123,8 @@ async def publish_event_once(
     if replay is not None:
         return replay, True
     # Its key expired in between: a new request after all.
-    return await publish_event_once(
-        database, event, idempotency=idempotency, answer=answer, publish=publish
+    return await publish_events_once(
+        database, events, idempotency=idempotency, answer=answer, publish=publish
     )
 
 

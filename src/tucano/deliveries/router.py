@@ -1,34 +1,28 @@
-"""Delivery results (A6), redelivery, sandbox test events, and the internal events endpoint."""
+"""Delivery results (A6), redelivery and sandbox test events (the events endpoints, that
+other systems publish through, are in events_router)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request
-from pydantic import ValidationError
+from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
 
-from tucano import flows
 from tucano.api.dependencies import JsonContent, error_responses, optional_transaction_id
-from tucano.api.errors import validation_lines
 from tucano.api.pagination import Page, PageParams
 from tucano.api.routing import DecimalJSONRoute
 from tucano.api.sessions import ReadSessionDep, SessionDep
 from tucano.api.wire import RangeEnd, RangeStart, WholeNumber, json_response, range_is_reversed
-from tucano.auth.deps import EventPublisher, WebhookReader, WebhookWriter
-from tucano.core import json_codec
+from tucano.auth.deps import WebhookReader, WebhookWriter
 from tucano.core.errors import AppError, BadRequest, ErrorCode
-from tucano.deliveries import outbox, publication, results
-from tucano.deliveries.compat_2026_11_24 import earlier_publication_fingerprint
+from tucano.deliveries import outbox, results
 from tucano.deliveries.schemas import (
     EventAccepted,
-    EventPublication,
     Redelivery,
     ResultStatusName,
     SampleEventRequest,
     WebhookResult,
 )
-from tucano.events.payloads import PAYLOAD_MODELS
 from tucano.events.samples import sample_payload
 from tucano.events.types import EventType
 from tucano.webhooks.schemas import MAX_ID, WebhookIdInPath
@@ -39,7 +33,6 @@ router = APIRouter(
     route_class=DecimalJSONRoute,
     dependencies=[Depends(optional_transaction_id)],
 )
-internal_router = APIRouter(prefix="/internal/v1", tags=["internal"], route_class=DecimalJSONRoute)
 
 
 @router.get(
@@ -150,83 +143,10 @@ async def send_test_event(
         request.app.state.database,
         [outbox.NewEvent(caller.customer_id, body.event_type, payload)],
     )
-    return json_response(_accepted(event), status_code=202)
+    return json_response(accepted(event), status_code=202)
 
 
-@internal_router.post(
-    "/events",
-    summary="Publish an event (provider systems)",
-    description="Stores the event and queues its deliveries to the customer's active webhooks of "
-    "its type; answers 202 once both are durable. The payload must match its type's schema "
-    "(see the webhooks section); it is delivered as published, fields the schema does not name "
-    "included, with money written with two decimals and times in UTC with milliseconds. In a "
-    "field the schema does not name, a value that reads as a card number is refused. "
-    "With an `Idempotency-Key`, a retry of the same request within "
-    "24 hours answers the first 202 again (with `Idempotent-Replayed: true`) and publishes "
-    "nothing; the same key with another request is a 409. A `PIX_QR_INBOUND` of type PAYMENT "
-    "whose `txid` is one of the customer's payment links and whose `amount` is the link's pays "
-    "that link in the same transaction (its `PAYMENT_LINK_INBOUND` is published with it); one "
-    "that differs, or a link already paid or expired, pays nothing.",
-    status_code=202,
-    response_model=EventAccepted,
-    responses=error_responses(400, 401, 403, 409, 413, 415),
-)
-async def publish_event(
-    caller: EventPublisher,
-    _json: JsonContent,
-    body: EventPublication,
-    request: Request,
-    idempotency_key: Annotated[
-        str | None,
-        Header(
-            alias="Idempotency-Key",
-            description="Any 1 to 255 visible ASCII characters, unique per publication (a UUID, "
-            "say), kept for 24 hours per API client.",
-            min_length=1,
-            max_length=255,
-            pattern=r"^[!-~]+$",
-        ),
-    ] = None,
-) -> Response:
-    model = PAYLOAD_MODELS[body.event_type]
-    try:
-        payload = model.model_validate(body.payload)
-    except ValidationError as exc:
-        errors = [{**e, "loc": ("body", "payload", *e["loc"])} for e in exc.errors()]
-        raise BadRequest(*validation_lines(errors)) from None
-    if len(request.headers.getlist("idempotency-key")) > 1:
-        raise BadRequest("Idempotency-Key: give it once")
-    event = outbox.NewEvent(body.customer_id, body.event_type, payload)
-    database = request.app.state.database
-    if idempotency_key is None:
-        if flows.pays_a_link(event):
-            async with database.session() as session:
-                (published,) = await flows.publish_events_paying_links(session, [event])
-                await session.commit()
-        else:
-            (published,) = await outbox.publish_events_alone(database, [event])
-        return json_response(_accepted(published), status_code=202)
-    answer, replayed = await publication.publish_event_once(
-        database,
-        event,
-        idempotency=publication.IdempotentPublication(
-            caller.client_id,
-            idempotency_key,
-            publication.publication_fingerprint(event),
-            earlier_publication_fingerprint(event),
-        ),
-        answer=lambda published: json_codec.dumps(_accepted(published)),
-        publish=flows.publish_events_paying_links,
-    )
-    return Response(
-        answer,
-        status_code=202,
-        media_type="application/json",
-        headers={"Idempotent-Replayed": "true"} if replayed else None,
-    )
-
-
-def _accepted(event: outbox.PublishedEvent) -> EventAccepted:
+def accepted(event: outbox.PublishedEvent) -> EventAccepted:
     return EventAccepted(
         event_id=event.id,
         event_type=event.event_type,

@@ -76,3 +76,21 @@ class EventAccepted(ApiModel):
     customer_id: int
     created_at: UtcTimestamp
     deliveries: int = Field(description="How many webhooks the event is queued for.")
+
+
+# decisions.md, "Publishing events in batches".
+MAX_EVENTS_PER_BATCH = 500
+
+
+class EventBatch(ApiModel):
+    events: list[EventPublication] = Field(
+        min_length=1,
+        max_length=MAX_EVENTS_PER_BATCH,
+        description="1 to 500 events, each the body of POST /internal/v1/events.",
+    )
+
+
+class EventsAccepted(ApiModel):
+    """Every event of the batch is stored, with its deliveries queued."""
+
+    events: list[EventAccepted] = Field(description="One answer per event, in the order sent.")
