@@ -34,6 +34,28 @@ def postgres_url() -> str:
     return url
 
 
+async def access_token(
+    base_url: str, workdir: Path, env: dict[str, str], customer_id: int, *scopes: str
+) -> str:
+    """A new API client of `customer_id` (`tucano clients create`, the merchant scopes unless
+    `scopes` are given) and an access token of it."""
+    args = ["clients", "create", "--customer-id", str(customer_id)]
+    for scope in scopes:
+        args += ["--scope", scope]
+    created = await asyncio.to_thread(run_tucano, *args, cwd=workdir, env=env)
+    client = json.loads(created.stdout)
+    form = {
+        "grant_type": "client_credentials",
+        "client_id": client["clientId"],
+        "client_secret": client["clientSecret"],
+    }
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(base_url + "/oauth/v1/token", data=form) as response,
+    ):
+        return str((await response.json())["access_token"])
+
+
 @asynccontextmanager
 async def served(pg_url: str, customer_id: int) -> AsyncIterator[Served]:
     """`tucano serve --no-worker` in production mode on a scratch database, dropped after."""
@@ -49,21 +71,7 @@ async def served(pg_url: str, customer_id: int) -> AsyncIterator[Served]:
     )
     server = await asyncio.to_thread(start_serve, workdir, env, "--no-worker")
     try:
-        client = json.loads(
-            run_tucano(
-                "clients", "create", "--customer-id", str(customer_id), cwd=workdir, env=env
-            ).stdout
-        )
-        form = {
-            "grant_type": "client_credentials",
-            "client_id": client["clientId"],
-            "client_secret": client["clientSecret"],
-        }
-        async with (
-            aiohttp.ClientSession() as http,
-            http.post(server.base_url + "/oauth/v1/token", data=form) as response,
-        ):
-            token = (await response.json())["access_token"]
+        token = await access_token(server.base_url, workdir, env, customer_id)
         yield Served(server.base_url, database_url, token)
     finally:
         server.stop()
