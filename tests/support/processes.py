@@ -71,10 +71,30 @@ def start_serve(
     cwd: Path, env: Mapping[str, str] | None = None, *extra: str, command: str = "serve"
 ) -> ServeProcess:
     port = free_port()
-    log_path = cwd / f"{command}-{port}.log"
+    return start_listening(
+        [TUCANO, command, "--port", str(port), *extra],
+        port=port,
+        cwd=cwd,
+        env=env,
+        log_path=cwd / f"{command}-{port}.log",
+        name=f"tucano {command}",
+    )
+
+
+def start_listening(
+    argv: list[str],
+    *,
+    port: int,
+    cwd: Path,
+    env: Mapping[str, str] | None,
+    log_path: Path,
+    name: str,
+    health_path: str = "/health",
+) -> ServeProcess:
+    """Run `argv`, which listens on `port`, until `health_path` answers 200."""
     log_file = log_path.open("w")
     process = subprocess.Popen(
-        [TUCANO, command, "--port", str(port), *extra],
+        argv,
         cwd=cwd,
         env=dict(env or clean_env()),
         stdout=log_file,
@@ -85,15 +105,15 @@ def start_serve(
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"tucano {command} exited: {log_path.read_text()}")
+            raise RuntimeError(f"{name} exited: {log_path.read_text()}")
         try:
-            if httpx.get(base_url + "/health", timeout=1).status_code == 200:
+            if httpx.get(base_url + health_path, timeout=1).status_code == 200:
                 return ServeProcess(process, base_url, log_path)
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
     process.kill()
-    raise RuntimeError(f"tucano {command} did not become healthy: {log_path.read_text()}")
+    raise RuntimeError(f"{name} did not become healthy: {log_path.read_text()}")
 
 
 def start_worker(cwd: Path, env: Mapping[str, str], name: str = "worker") -> ServeProcess:
