@@ -9,7 +9,9 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
+from tucano.core.clock import clock
 from tucano.core.logs import exception_summary
+from tucano.core.metrics import record_attempts
 from tucano.db.database import Database
 from tucano.db.outages import is_database_unavailable
 from tucano.deliveries import queue
@@ -46,8 +48,11 @@ class Recorder:
         self._give_up_at: float | None = None  # monotonic, once stopping
 
     def add(self, outcomes: Iterable[Outcome]) -> None:
-        self.outcomes += outcomes
+        added = list(outcomes)
+        self.outcomes += added
         self.outcomes_waiting.set()
+        # Counted as they are made, recorded or not: an attempt that was made was made.
+        record_attempts(((o.status, o.claimed.event_created_at) for o in added), now=clock.now())
 
     async def record_until(self, finished: asyncio.Event) -> None:
         """Record outcomes in batches; once `finished` is set, record what is left and return."""
