@@ -8,9 +8,6 @@ directory, which any process on the host adds up when scraped (tucano.metrics.ex
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime
-
 from prometheus_client import Counter, Histogram
 
 # The value of the route label for a request that matched no route, or was answered at the edge
@@ -81,9 +78,8 @@ def record_request(method: str, route: str, status: int, seconds: float) -> None
     timer.observe(seconds)
 
 
-def record_attempts(outcomes: Iterable[tuple[str, datetime]], *, now: datetime) -> None:
-    """Attempts by (status, event creation time); a success also its delivery latency."""
-    for status, event_created_at in outcomes:
-        _attempt_counters[status].inc()
-        if status == "SUCCESS":
-            DELIVERY_LATENCY.observe(max(0.0, (now - event_created_at).total_seconds()))
+def record_attempt(status: str, *, latency_seconds: float) -> None:
+    """One attempt by its status (a ResultStatus); a success also its delivery latency."""
+    _attempt_counters[status].inc()
+    if status == "SUCCESS":
+        DELIVERY_LATENCY.observe(max(0.0, latency_seconds))

@@ -9,9 +9,8 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
-from tucano.core.clock import clock
 from tucano.core.logs import exception_summary
-from tucano.core.metrics import record_attempts
+from tucano.core.metrics import record_attempt
 from tucano.db.database import Database
 from tucano.db.outages import is_database_unavailable
 from tucano.deliveries import queue
@@ -51,8 +50,11 @@ class Recorder:
         added = list(outcomes)
         self.outcomes += added
         self.outcomes_waiting.set()
-        # Counted as they are made, recorded or not: an attempt that was made was made.
-        record_attempts(((o.status, o.claimed.event_created_at) for o in added), now=clock.now())
+        # Counted as they are made, recorded or not: an attempt that was made was made. Its
+        # answer came at the attempt's start plus its duration (no clock read per attempt).
+        for o in added:
+            since_event = (o.attempted_at - o.claimed.event_created_at).total_seconds()
+            record_attempt(o.status, latency_seconds=since_event + o.duration_ms / 1000)
 
     async def record_until(self, finished: asyncio.Event) -> None:
         """Record outcomes in batches; once `finished` is set, record what is left and return."""
