@@ -46,6 +46,14 @@ def latency_text(latencies: list[float]) -> str:
     return f"p50 {statistics.median(latencies):.1f} ms, p99 {percentile(latencies, 0.99):.1f} ms"
 
 
+def print_latency_rows(rows: list[tuple[str, str]], width: int) -> None:
+    """A table of (scenario, latency_text) rows."""
+    print(f"{'scenario':<{width}}  latency")
+    print("-" * 80)
+    for name, latency in rows:
+        print(f"{name:<{width}}  {latency}")
+
+
 async def hammer(
     call: Callable[[aiohttp.ClientSession], Awaitable[None]], *, seconds: float, concurrency: int
 ) -> tuple[int, list[float]]:

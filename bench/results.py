@@ -17,7 +17,7 @@ import argparse
 import asyncio
 import os
 
-from bench.payment_links import latency_text, time_requests
+from bench.payment_links import latency_text, print_latency_rows, time_requests
 from bench.served import postgres_url, served
 from tucano.db.engines import connect_asyncpg
 
@@ -120,10 +120,7 @@ async def main() -> None:
                 rows.append((f"{label} ({size:,} results)", latency_text(latencies)))
 
     print(f"\nResults list (A6) on PostgreSQL ({os.cpu_count()} CPUs, one request at a time)\n")
-    print(f"{'scenario':<48}  latency")
-    print("-" * 80)
-    for name, latency in rows:
-        print(f"{name:<48}  {latency}")
+    print_latency_rows(rows, 48)
 
 
 if __name__ == "__main__":

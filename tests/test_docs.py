@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
+from tests.support.service import RunningService
 from tucano.core.errors import ErrorCode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,3 +90,30 @@ def test_the_first_serve_says_what_it_installs_before_it_does() -> None:
         at = next(i for i, line in enumerate(lines) if step in line)
         before = lines[at - 1]
         assert before.lstrip().startswith("echo ") and before.endswith(">&2"), step
+
+
+async def test_the_grafana_dashboard_queries_only_metrics_the_service_serves(
+    service: RunningService,
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
+    assert isinstance(dashboard["schemaVersion"], int)
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert (variables["datasource"]["type"], variables["datasource"]["query"]) == (
+        "datasource",
+        "prometheus",
+    )
+    queried = set()
+    for panel in dashboard["panels"]:
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        for target in panel["targets"]:
+            queried |= set(re.findall(r"\btucano_\w+", target["expr"]))
+    queried |= set(re.findall(r"\btucano_\w+", variables["job"]["definition"]))
+    assert (await service.http.get("/health/live")).status_code == 200  # a request counted
+    page = (await service.http.get("/metrics")).text
+    served = {
+        sample.name for family in text_string_to_metric_families(page) for sample in family.samples
+    }
+    assert len(queried) >= 6
+    assert queried <= served, queried - served

@@ -167,12 +167,17 @@ async def test_the_root_says_what_the_service_is_and_where_its_docs_are(
         "openapi": "/openapi.json",
         "health": "/health",
         "liveness": "/health/live",
+        "readiness": "/health/ready",
     }
     for link in index["links"].values():
         assert (await service.http.get(link)).status_code == 200, link
     # Production keeps its docs to itself unless TUCANO_DOCS_ENABLED says otherwise.
     quiet = (await production_service.http.get("/")).json()
-    assert quiet["links"] == {"health": "/health", "liveness": "/health/live"}
+    assert quiet["links"] == {
+        "health": "/health",
+        "liveness": "/health/live",
+        "readiness": "/health/ready",
+    }
     for hidden in ("/docs", "/redoc", "/openapi.json", "/docs/assets/swagger-ui.css"):
         assert (await production_service.http.get(hidden)).status_code == 404, hidden
 
@@ -396,6 +401,8 @@ OPERATION_IDS = {
     ("get", "/checkout/{linkPaymentUuid}/pix/simulate"): "returnFromCheckoutPixSimulation",
     ("get", "/health/live"): "getLiveness",
     ("get", "/health"): "getHealth",
+    ("get", "/health/ready"): "getReadiness",
+    ("get", "/metrics"): "getMetrics",
     ("get", "/"): "getServiceIndex",
 }
 
@@ -455,7 +462,13 @@ async def test_timestamps_amounts_and_health_answers_say_what_they_are(
     assert schemas["DayTotal"]["properties"]["date"]["format"] == "date"
     readiness_503 = document["paths"]["/health"]["get"]["responses"]["503"]
     assert readiness_503["headers"]["Retry-After"] == {"$ref": "#/components/headers/RetryAfter"}
-    for path, model in (("/health/live", "Liveness"), ("/health", "Readiness")):
+    ready_503 = document["paths"]["/health/ready"]["get"]["responses"]["503"]
+    assert ready_503["headers"]["Retry-After"] == {"$ref": "#/components/headers/RetryAfter"}
+    for path, model in (
+        ("/health/live", "Liveness"),
+        ("/health", "Readiness"),
+        ("/health/ready", "SchemaReadiness"),
+    ):
         answer = document["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]
         assert answer["schema"] == {"$ref": f"#/components/schemas/{model}"}
         assert "status" in schemas[model]["required"]

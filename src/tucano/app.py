@@ -5,19 +5,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Literal
 
-from fastapi import FastAPI, Request
-from sqlalchemy import text
-from starlette.responses import Response
+from fastapi import FastAPI
 
 import tucano
-from tucano.api.dependencies import error_responses
 from tucano.api.docs_pages import OPENAPI_URL, add_docs
 from tucano.api.edge import EdgeMiddleware
-from tucano.api.errors import error_response, install_error_handlers
+from tucano.api.errors import install_error_handlers
 from tucano.api.rate_limits import RateLimits
-from tucano.api.wire import ApiModel, json_response
 from tucano.auth.router import router as auth_router
 from tucano.auth.service import RevokedClients, resolve_secret_key
 from tucano.auth.tokens import derive_key
@@ -25,13 +20,13 @@ from tucano.checkout.card_processor import CardProcessorError, load_card_process
 from tucano.checkout.csrf import KEY_PURPOSE as CSRF_KEY_PURPOSE
 from tucano.checkout.rendering import CheckoutHeaders
 from tucano.checkout.router import router as checkout_router
-from tucano.config import ConfigurationError, Environment, Settings, load_settings
-from tucano.core.errors import ErrorCode
+from tucano.config import ConfigurationError, Settings, load_settings
 from tucano.db.database import Database
 from tucano.deliveries.events_router import router as events_router
 from tucano.deliveries.router import router as deliveries_router
 from tucano.jobs import run_background
 from tucano.openapi import document_deliveries, openapi_document, operation_id
+from tucano.operations import router as operations_router
 from tucano.payment_links.checkout_tokens import KEY_PURPOSE as CHECKOUT_KEY_PURPOSE
 from tucano.payment_links.router import router as payment_links_router
 from tucano.webhooks.router import router as webhooks_router
@@ -52,18 +47,6 @@ Tucano is a payments API for Brazil.
 
 Every error has one body: `errorCode`, `message`, `timestamp`, `xTransactionId`, `errors`.
 """
-
-
-_SQLITE_HEALTH = "SELECT count(*) FROM sqlite_master"
-
-
-class Liveness(ApiModel):
-    status: Literal["ok"]
-
-
-class Readiness(ApiModel):
-    status: Literal["ok"]
-    environment: Environment
 
 
 def create_app(
@@ -152,49 +135,8 @@ def create_app(
     app.include_router(payment_links_router)
     app.include_router(checkout_router)
     document_deliveries(app)
+    app.include_router(operations_router)
     add_docs(app, enabled=settings.docs_are_enabled)
-
-    @app.get(
-        "/health/live",
-        tags=["operations"],
-        summary="Liveness: the process answers",
-        response_model=Liveness,
-    )
-    async def live() -> Response:
-        return json_response({"status": "ok"})
-
-    @app.get(
-        "/health",
-        tags=["operations"],
-        summary="Readiness: the database answers",
-        response_model=Readiness,
-        responses={
-            200: {
-                "description": "Ready.",
-                "content": {
-                    "application/json": {"example": {"status": "ok", "environment": "sandbox"}}
-                },
-            },
-            **error_responses(503),
-        },
-    )
-    async def health(request: Request) -> Response:
-        try:
-            # The read engine: on SQLite the writing connection waits for the write lock.
-            database = request.app.state.database
-            async with database.read_engine.connect() as connection:
-                # On SQLite, a statement that reads the file (SELECT 1 reads nothing).
-                await connection.execute(
-                    text("SELECT 1" if database.dialect == "postgresql" else _SQLITE_HEALTH)
-                )
-        except Exception:
-            return error_response(
-                ErrorCode.UNAVAILABLE,
-                request.state.transaction_id,
-                errors=["the database is not reachable"],
-                headers={"Retry-After": "1"},
-            )
-        return json_response({"status": "ok", "environment": settings.environment.value})
 
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
     return app

@@ -135,6 +135,11 @@ class Settings(BaseSettings):
     # How often the maintenance jobs run (deactivating failing webhooks, pruning history).
     maintenance_interval_seconds: Seconds = Field(default=60.0, gt=0)
 
+    # GET /metrics in production answers only to this bearer token (unset: 404); `tucano
+    # worker` serves it on this port (unset: no port).
+    metrics_token: SecretStr | None = None
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+
     @field_validator("previous_secret_keys", mode="before")
     @classmethod
     def _parse_previous_keys(cls, value: Any) -> Any:
@@ -218,6 +223,15 @@ class Settings(BaseSettings):
                 return None  # TUCANO_REDIS_URL= (empty) means no Redis, as when unset
             if not value.startswith(("redis://", "rediss://", "unix://")):
                 raise ValueError("must be redis://host:port/db, rediss://... or unix:///path")
+        return value
+
+    @field_validator("metrics_token", mode="before")
+    @classmethod
+    def _long_metrics_token(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            return None  # TUCANO_METRICS_TOKEN= (empty) is unset, as with Redis
+        if isinstance(value, str) and len(value) < 16:
+            raise ValueError("must be at least 16 characters (a random string)")
         return value
 
     @field_validator("environment", "log_format", mode="before")
@@ -369,6 +383,18 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+
+def metrics_directory() -> str | None:
+    """PROMETHEUS_MULTIPROC_DIR, where the processes of a host share their metrics, or None.
+    prometheus_client reads it itself when the metrics are made (and would fail there with a
+    traceback were it no directory): checked here first, by every command."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None  # empty: unset, as for it
+    if directory is not None and not os.path.isdir(directory):
+        raise ConfigurationError(
+            f"PROMETHEUS_MULTIPROC_DIR: {directory!r} is not a directory (create it, or unset it)"
+        )
+    return directory
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -50,6 +50,8 @@ OPERATION_IDS = {
     "GET /checkout/{linkPaymentUuid}/pix/simulate": "returnFromCheckoutPixSimulation",
     "GET /health/live": "getLiveness",
     "GET /health": "getHealth",
+    "GET /health/ready": "getReadiness",
+    "GET /metrics": "getMetrics",
     "GET /": "getServiceIndex",
 }
 
@@ -66,8 +68,9 @@ def delivery_operation_id(event_type: EventType) -> str:
 
 
 UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-# Operations that answer without the database (no 503 of theirs to document).
-_WITHOUT_DATABASE = frozenset({"/health/live"})
+# Operations that never answer 503: without the database, or (/metrics) leaving out what it
+# would have read there.
+_WITHOUT_DATABASE = frozenset({"/health/live", "/metrics"})
 
 
 DELIVERY_DESCRIPTION = """\

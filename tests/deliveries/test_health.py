@@ -101,7 +101,17 @@ async def _webhook(database: Database, **fields: object) -> int:
 
 def _outcome(webhook_id: int, status: ResultStatus, at: datetime, n: int) -> queue.Outcome:
     claimed = queue.ClaimedDelivery(
-        9_000_000 + n, "token", f"evt_health{n}", "PIX_OUTBOUND", 1, webhook_id, 1, b"{}", None, at
+        9_000_000 + n,
+        "token",
+        f"evt_health{n}",
+        "PIX_OUTBOUND",
+        1,
+        webhook_id,
+        1,
+        b"{}",
+        None,
+        at,
+        at,
     )
     failed = status != ResultStatus.SUCCESS
     return queue.Outcome(

@@ -52,6 +52,7 @@ def outcome(
         payload=b"{}",
         target=None,
         lease_until=at,
+        event_created_at=at,
     )
     return Outcome(claimed, status, "https://example.com/h", 200, "ok", None, 5, at, None)
 

@@ -25,6 +25,7 @@ def claimed(url: str, webhook_id: int = 1, *, lease: float = 60) -> ClaimedDeliv
         payload=b"{}",
         target=DeliveryTarget(webhook_id, url, True, ("whsec_x",), "PIX_OUTBOUND"),
         lease_until=clock.now() + timedelta(seconds=lease),
+        event_created_at=clock.now(),
     )
 
 

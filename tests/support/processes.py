@@ -116,11 +116,14 @@ def start_listening(
     raise RuntimeError(f"{name} did not become healthy: {log_path.read_text()}")
 
 
-def start_worker(cwd: Path, env: Mapping[str, str], name: str = "worker") -> ServeProcess:
-    """`tucano worker` (no HTTP port: it is up once its process runs)."""
+def start_worker(
+    cwd: Path, env: Mapping[str, str], name: str = "worker", *extra: str
+) -> ServeProcess:
+    """`tucano worker` (no HTTP port unless `extra` gives it --metrics-port: it is up once its
+    process runs)."""
     log_path = cwd / f"{name}-{time.monotonic_ns()}.log"
     process = subprocess.Popen(
-        [TUCANO, "worker"],
+        [TUCANO, "worker", *extra],
         cwd=cwd,
         env=dict(env),
         stdout=log_path.open("w"),
@@ -128,3 +131,16 @@ def start_worker(cwd: Path, env: Mapping[str, str], name: str = "worker") -> Ser
         text=True,
     )
     return ServeProcess(process, "", log_path)
+
+
+def wait_for_port(process: ServeProcess, port: int, timeout: float = 60) -> None:
+    """Until something listens on 127.0.0.1:`port`; fail if `process` exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.process.poll() is not None:
+            raise RuntimeError(f"the process exited: {process.logs()}")
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port}: {process.logs()}")

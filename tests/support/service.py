@@ -176,6 +176,17 @@ class NoDatabase:
 
 
 @contextlib.asynccontextmanager
+async def database_swapped(service: RunningService, database: Any) -> AsyncIterator[None]:
+    """`service` answering on `database` (one that cannot be reached, say) while inside."""
+    serving_database = service.app.state.database
+    service.app.state.database = database
+    try:
+        yield
+    finally:
+        service.app.state.database = serving_database
+
+
+@contextlib.asynccontextmanager
 async def serving(settings: Settings, database: Database) -> AsyncIterator[RunningService]:
     """A service of one test's own (its settings, its rate-limit counts), stopped after it."""
     running = await start_service(settings, database)

@@ -47,7 +47,7 @@ class ServiceIndex(ApiModel):
 
 def add_docs(app: FastAPI, *, enabled: bool) -> None:
     """The docs, their assets and `/` (which lists the docs only when they are on)."""
-    links = {"health": "/health", "liveness": "/health/live"}
+    links = {"health": "/health", "liveness": "/health/live", "readiness": "/health/ready"}
     if enabled:
         links = {"docs": "/docs", "redoc": "/redoc", "openapi": OPENAPI_URL, **links}
         _add_interactive_docs(app)

@@ -2,7 +2,8 @@
 
 It gives the request its transaction id (the client's `x-transaction-id`, or a new UUID), echoes it
 on the response, refuses bodies over the limit (413), turns any escaped exception into the one
-error body (500, never a stack trace), and writes the one log line of the request.
+error body (500, never a stack trace), writes the one log line of the request and counts it in
+the HTTP metrics (core.metrics), by the template of the route it matched.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tucano.api.errors import (
 )
 from tucano.core.errors import ErrorCode
 from tucano.core.logs import client_gone, exception_summary
+from tucano.core.metrics import UNMATCHED_ROUTE, record_request
 from tucano.db.outages import is_database_unavailable
 
 log = structlog.get_logger("tucano.request")
@@ -254,15 +256,22 @@ class EdgeMiddleware:
                 if not response["started"]:
                     await answer(ErrorCode.UNEXPECTED)
         finally:
+            seconds = time.perf_counter() - started_at
+            gone = response.get("client_gone", False)
             log.info(
                 "request",
                 customerId=state.get("customer_id"),
                 method=method,
                 path=sent_path,
                 status=response["status"],
-                durationMs=round((time.perf_counter() - started_at) * 1000, 2),
-                **({"clientGone": True} if response.get("client_gone") else {}),
+                durationMs=round(seconds * 1000, 2),
+                **({"clientGone": True} if gone else {}),
             )
+            # The router leaves the route it matched in the scope it was given (Starlette).
+            route = getattr(scope.get("route"), "path_format", None) or UNMATCHED_ROUTE
+            # A client that left before any answer: nginx's 499, not a 500 of Tucano's.
+            status = 499 if gone and not response["started"] else response["status"]
+            record_request(method, route, status, seconds)
             structlog.contextvars.unbind_contextvars("transactionId")
 
     def _limit_text(self) -> str:

@@ -15,6 +15,7 @@ from tucano.cli.common import fail
 from tucano.cli.customers import customers_app
 from tucano.cli.processes import processes_app
 from tucano.cli.secret_keys import secrets_app
+from tucano.config import ConfigurationError, metrics_directory
 
 app = typer.Typer(
     name="tucano",
@@ -46,6 +47,11 @@ def tucano_command(
     ] = False,
 ) -> None:
     """Tucano: payments API for Brazil (webhooks and payment links)."""
+    # Before any command imports the metrics, which open their files in that directory.
+    try:
+        metrics_directory()
+    except ConfigurationError as exc:
+        fail(str(exc))
 
 
 def repeated_option(command: Any, args: list[str]) -> str | None:

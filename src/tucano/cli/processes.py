@@ -121,28 +121,51 @@ def connection_limits(settings: Settings, open_files: int) -> ConnectionLimits:
 @processes_app.command("worker")
 def worker_command(
     migrate: Annotated[bool, typer.Option(help="Apply pending migrations before starting.")] = True,
+    metrics_host: Annotated[
+        str,
+        typer.Option("--metrics-host", help="Interface to serve /metrics on.", metavar="ADDRESS"),
+    ] = "127.0.0.1",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            help="Port to serve /metrics on (default: TUCANO_METRICS_PORT; unset, none).",
+            min=1,
+            max=65535,
+            metavar="PORT",
+        ),
+    ] = None,
 ) -> None:
     """Run only the delivery worker and periodic jobs (for scale-out on PostgreSQL)."""
     from tucano.core.logs import configure_logging
     from tucano.runtime import raise_open_files_limit, size_resolver_threads, tune_garbage_collector
 
     settings = settings_or_fail()
+    port = metrics_port or settings.metrics_port
+    if port is not None:
+        if not metrics_host.strip():
+            fail("--metrics-host must name an interface, such as 127.0.0.1, or 0.0.0.0")
+        check_can_listen(metrics_host, port)
     configure_logging(settings.log_level, log_format=settings.log_format)
     prepare_database(settings, migrate=migrate)
     size_resolver_threads()
     tune_garbage_collector()
     raise_open_files_limit()
+    metrics_at = None if port is None else (metrics_host, port)
     try:
         import uvloop  # installed with uvicorn[standard]; the loop `tucano serve` runs on too
     except ImportError:  # pragma: no cover
-        asyncio.run(_run_worker(settings))
+        asyncio.run(_run_worker(settings, metrics_at))
     else:
-        uvloop.run(_run_worker(settings))
+        uvloop.run(_run_worker(settings, metrics_at))
 
 
-async def _run_worker(settings: Settings) -> None:
+async def _run_worker(settings: Settings, metrics_at: tuple[str, int] | None) -> None:
+    from contextlib import AsyncExitStack
+
     from tucano.db.database import Database
     from tucano.jobs import run_background
+    from tucano.metrics.server import serving_metrics
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -150,7 +173,13 @@ async def _run_worker(settings: Settings) -> None:
         loop.add_signal_handler(signum, stop.set)
     database = Database(settings.database_url)
     try:
-        await run_background(database, settings, stop)
+        async with AsyncExitStack() as stack:
+            if metrics_at is not None:
+                host, port = metrics_at
+                await stack.enter_async_context(
+                    serving_metrics(settings, database, host=host, port=port)
+                )
+            await run_background(database, settings, stop)
     finally:
         await database.dispose()
 

@@ -8,6 +8,7 @@ and then find the schema at head.
 from __future__ import annotations
 
 import asyncio
+from functools import cache
 from pathlib import Path
 
 from alembic import command
@@ -42,10 +43,22 @@ def schema_problem(database_url: str, *, migrating: bool) -> str | None:
     """Why this release cannot run on the database's schema, or None. `migrating`: pending
     migrations are about to be applied, so only a schema newer than this release is a problem.
     Blocking, like `upgrade`; a failure to reach the database propagates."""
-    scripts = ScriptDirectory.from_config(alembic_config(database_url))
+    return revisions_problem(asyncio.run(_current_revisions(database_url)), migrating=migrating)
+
+
+@cache
+def _revisions() -> tuple[str, frozenset[str]]:
+    """This release's head and every revision it knows (read from its files once)."""
+    scripts = ScriptDirectory.from_config(alembic_config(""))
     head = scripts.get_current_head()
-    known = {script.revision for script in scripts.walk_revisions()}
-    current = asyncio.run(_current_revisions(database_url))
+    assert head is not None
+    return head, frozenset(script.revision for script in scripts.walk_revisions())
+
+
+def revisions_problem(current: set[str], *, migrating: bool = False) -> str | None:
+    """Why this release cannot run on a schema at the `current` revisions (its
+    alembic_version rows), or None; `migrating` as for schema_problem."""
+    head, known = _revisions()
     if unknown := sorted(current - known):
         return (
             f"the database's schema ({unknown[0]}) is newer than this release (whose last "

@@ -9,8 +9,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
+from tests.support.deliveries import eventually, pix_outbound, publish, register
+from tests.support.receivers import Receiver, failing_then_ok
+from tests.support.service import Merchant
 from tests.support.settings import make_settings
 from tucano.core.clock import clock
 from tucano.db.database import Database
@@ -23,7 +27,7 @@ from tucano.deliveries.worker.loop import DeliveryWorker
 def outcome(event_id: str = "evt_1") -> queue.Outcome:
     now = clock.now()
     claimed = queue.ClaimedDelivery(
-        1, "token", event_id, "PIX_OUTBOUND", 7, 3, 1, b"{}", None, now + timedelta(minutes=1)
+        1, "token", event_id, "PIX_OUTBOUND", 7, 3, 1, b"{}", None, now + timedelta(minutes=1), now
     )
     return queue.Outcome(
         claimed=claimed,
@@ -256,3 +260,26 @@ async def test_a_try_under_way_at_the_stop_is_given_up_with_the_allowance(
     with capture_logs() as logs:
         await asyncio.wait_for(new_worker().recorder.record([outcome()], stopping=stopping), 2)
     assert logs[-1]["event"] == "delivery_outcomes_unrecorded"
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_the_workers_attempts_are_counted_by_outcome_and_its_successes_timed(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    successes = sample("tucano_delivery_attempts_total", outcome="success")
+    retries = sample("tucano_delivery_attempts_total", outcome="pending_retry")
+    timed = sample("tucano_delivery_latency_seconds_count")
+    receiver.behaviours["/metered"] = failing_then_ok(1)
+    await register(merchant, receiver, "/metered")
+    await publish(publisher, merchant.customer_id, pix_outbound())
+    await receiver.wait_for("/metered", 2)
+
+    async def counted() -> bool:
+        return sample("tucano_delivery_attempts_total", outcome="success") >= successes + 1
+
+    await eventually(counted, what="the success counted")
+    assert sample("tucano_delivery_attempts_total", outcome="pending_retry") >= retries + 1
+    assert sample("tucano_delivery_latency_seconds_count") >= timed + 1

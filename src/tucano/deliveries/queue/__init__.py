@@ -115,6 +115,7 @@ async def claim_due_deliveries(
                 row.payload.encode(),
                 target,
                 now + lease,
+                row.event_created_at,
             )
         )
     retried = sum(1 for c in claimed if c.attempt > 1)

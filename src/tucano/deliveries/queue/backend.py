@@ -26,6 +26,7 @@ class ClaimedDelivery(NamedTuple):
     payload: bytes
     target: webhooks.DeliveryTarget | None  # None when the webhook is gone
     lease_until: datetime  # after this, another worker may claim it
+    event_created_at: datetime  # in its publishing transaction: where delivery latency starts
 
 
 class Claim(NamedTuple):
@@ -67,12 +68,13 @@ class ClaimedRow(NamedTuple):
     secret: str | None
     previous_secrets: str | None
     subscribed_to: str | None  # the webhook's event type now
+    event_created_at: datetime  # SQLite's text, parsed by its backend
 
 
 # The claim statements' select list, as `ClaimedRow` names its columns.
 CLAIMED_COLUMNS = """{d}.id AS delivery_id, {d}.event_id, {d}.webhook_id, {d}.customer_id,
        {d}.attempts, e.event_type, e.payload, w.target_url, w.is_active, w.secret,
-       w.previous_secrets, w.event_type AS subscribed_to"""
+       w.previous_secrets, w.event_type AS subscribed_to, e.created_at AS event_created_at"""
 
 
 class OutcomeRow(NamedTuple):

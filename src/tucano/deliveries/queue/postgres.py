@@ -59,7 +59,9 @@ WITH retry AS (
 SELECT {CLAIMED_COLUMNS.format(d="c")}
   FROM claimed AS c
   -- LATERAL ... LIMIT 1: one index lookup per claimed row, never a hash of the events table.
- CROSS JOIN LATERAL (SELECT event_type, payload FROM events WHERE id = c.event_id LIMIT 1) AS e
+ CROSS JOIN LATERAL (
+        SELECT event_type, payload, created_at FROM events WHERE id = c.event_id LIMIT 1
+       ) AS e
   LEFT JOIN LATERAL (
         SELECT target_url, is_active, secret, previous_secrets, event_type
           FROM webhooks WHERE id = c.webhook_id LIMIT 1

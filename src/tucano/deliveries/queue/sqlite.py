@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import orjson
@@ -79,6 +79,11 @@ UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = ?, claim_token 
 """
 
 
+def _stored_utc(value: Any) -> datetime:
+    """A time as SQLite keeps it (naive UTC text, see db.base.UTCDateTime), aware."""
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
 class SqliteQueue:
     """QueueBackend on SQLite."""
 
@@ -122,9 +127,12 @@ class SqliteQueue:
                 return connection.execute(_CLAIMED, (claimed,)).fetchall()
 
         rows = [ClaimedRow._make(row) for row in await database.run_on_sqlite(claim)]
-        # SQLite keeps booleans as integers.
+        # SQLite keeps booleans as integers, and times as naive UTC text.
         return [
-            row if row.is_active is None else row._replace(is_active=bool(row.is_active))
+            row._replace(
+                is_active=None if row.is_active is None else bool(row.is_active),
+                event_created_at=_stored_utc(row.event_created_at),
+            )
             for row in rows
         ]
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 import structlog
 
 from tucano.core.logs import exception_summary
+from tucano.core.metrics import record_attempt
 from tucano.db.database import Database
 from tucano.db.outages import is_database_unavailable
 from tucano.deliveries import queue
@@ -46,8 +47,14 @@ class Recorder:
         self._give_up_at: float | None = None  # monotonic, once stopping
 
     def add(self, outcomes: Iterable[Outcome]) -> None:
-        self.outcomes += outcomes
+        added = list(outcomes)
+        self.outcomes += added
         self.outcomes_waiting.set()
+        # Counted as they are made, recorded or not: an attempt that was made was made. Its
+        # answer came at the attempt's start plus its duration (no clock read per attempt).
+        for o in added:
+            since_event = (o.attempted_at - o.claimed.event_created_at).total_seconds()
+            record_attempt(o.status, latency_seconds=since_event + o.duration_ms / 1000)
 
     async def record_until(self, finished: asyncio.Event) -> None:
         """Record outcomes in batches; once `finished` is set, record what is left and return."""

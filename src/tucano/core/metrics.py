@@ -1,0 +1,85 @@
+"""The Prometheus metrics a Tucano process records: HTTP requests (the edge middleware) and
+delivery attempts (the worker's recorder). docs/operations.md, "Metrics and health", lists them.
+
+They live in prometheus_client's default registry, so with PROMETHEUS_MULTIPROC_DIR set before
+the process starts (prometheus_client reads it at import) their values are files in that
+directory, which any process on the host adds up when scraped (tucano.metrics.exposition).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+# The value of the route label for a request that matched no route, or was answered at the edge
+# before routing (a body or headers over the limit): a template always starts with "/".
+UNMATCHED_ROUTE = "unmatched"
+# Methods a client may send are any token: others are counted together, so that no client can
+# make a series per word it sends.
+_KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
+OTHER_METHOD = "other"
+
+# API answers take milliseconds; the top buckets are there for slow exports and outages.
+_REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+# From a first attempt (tens of milliseconds) to the last retry of the default schedule (a day).
+_DELIVERY_BUCKETS = (
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600, 4 * 3600, 86400,
+)  # fmt: skip
+
+HTTP_REQUESTS = Counter(
+    "tucano_http_requests_total",
+    "HTTP requests answered, by method, route template and status.",
+    ("method", "route", "status"),
+)
+HTTP_REQUEST_DURATION = Histogram(
+    "tucano_http_request_duration_seconds",
+    "Time from a request's arrival at the edge middleware to its last byte sent, by method and "
+    "route template.",
+    ("method", "route"),
+    buckets=_REQUEST_BUCKETS,
+)
+DELIVERY_ATTEMPTS = Counter(
+    "tucano_delivery_attempts_total",
+    "Delivery attempts handed to the recorder, by outcome: success, pending_retry, exhausted, "
+    "or failed (not sent: its webhook was deleted, deactivated or changed type).",
+    ("outcome",),
+)
+DELIVERY_LATENCY = Histogram(
+    "tucano_delivery_latency_seconds",
+    "Time from an event's creation in its publishing transaction to a 2xx from the webhook, "
+    "retries included.",
+    buckets=_DELIVERY_BUCKETS,
+)
+
+_OUTCOMES = {
+    "SUCCESS": "success",
+    "PENDING_RETRY": "pending_retry",
+    "EXHAUSTED": "exhausted",
+    "FAILED": "failed",
+}
+# Each label set's child, once looked up: labels() takes a lock and builds a key each call.
+_request_counters: dict[tuple[str, str, int], Counter] = {}
+_request_timers: dict[tuple[str, str], Histogram] = {}
+_attempt_counters = {status: DELIVERY_ATTEMPTS.labels(name) for status, name in _OUTCOMES.items()}
+
+
+def record_request(method: str, route: str, status: int, seconds: float) -> None:
+    """One answered request; `route` is its route's template or UNMATCHED_ROUTE."""
+    if method not in _KNOWN_METHODS:
+        method = OTHER_METHOD
+    counter = _request_counters.get((method, route, status))
+    if counter is None:
+        counter = _request_counters[method, route, status] = HTTP_REQUESTS.labels(
+            method, route, str(status)
+        )
+    counter.inc()
+    timer = _request_timers.get((method, route))
+    if timer is None:
+        timer = _request_timers[method, route] = HTTP_REQUEST_DURATION.labels(method, route)
+    timer.observe(seconds)
+
+
+def record_attempt(status: str, *, latency_seconds: float) -> None:
+    """One attempt by its status (a ResultStatus); a success also its delivery latency."""
+    _attempt_counters[status].inc()
+    if status == "SUCCESS":
+        DELIVERY_LATENCY.observe(max(0.0, latency_seconds))
