@@ -237,13 +237,17 @@ async def _terminate_sessions(database_url: str, *, running: str | None = None) 
 
     admin = await connect_asyncpg(database_url)
     try:
-        ended = await admin.fetchval(
+        found = await admin.fetchval(
             "SELECT array_agg(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-            "AND ($1::text IS NULL OR query LIKE $1) AND pg_terminate_backend(pid)",
+            "AND ($1::text IS NULL OR query LIKE $1)",
             running,
         )
-        ended = list(ended or [])
+        ended = [
+            pid
+            for pid in found or []
+            if await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+        ]
         # pg_terminate_backend only signals: wait until those backends have exited, so their
         # sockets are closed by the time the caller goes on (a loaded machine takes a while).
         for _ in range(200):
