@@ -13,7 +13,7 @@ from tucano.api.sessions import get_read_session, get_session
 from tucano.auth.deps import RequireScope
 from tucano.core.errors import ErrorCode
 from tucano.db.database import Database
-from tucano.deliveries.router import internal_router as events
+from tucano.deliveries.events_router import router as events
 from tucano.deliveries.router import router as deliveries
 from tucano.payment_links.router import router as payment_links
 from tucano.webhooks.router import router as webhooks
