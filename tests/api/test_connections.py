@@ -32,11 +32,13 @@ class App:
 
     def __init__(self) -> None:
         self.release = asyncio.Event()
+        self.waiting = 0  # requests at /slow, waiting for `release`
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
         if scope["path"] == "/slow":
+            self.waiting += 1
             await self.release.wait()
         await send(
             {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]}
@@ -171,7 +173,8 @@ async def test_many_slow_connections_do_not_keep_a_normal_request_out() -> None:
 async def test_at_the_cap_with_every_connection_busy_a_new_one_is_told_to_retry() -> None:
     async with guarded_server(header_timeout=30, max_connections=3) as (port, app):
         busy = [asyncio.create_task(answered(port, "/slow")) for _ in range(3)]
-        await asyncio.sleep(0.3)
+        while app.waiting < 3:  # noqa: ASYNC110 (every connection is now mid-request)
+            await asyncio.sleep(0.01)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         head = await reader.readuntil(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 503")
