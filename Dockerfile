@@ -26,7 +26,7 @@ VOLUME /var/lib/tucano
 EXPOSE 8000
 
 # /health/live answers while the process does, without the database (a liveness check: a
-# database outage should not get the container restarted; /health answers for readiness).
+# database outage should not get the container restarted; /health/ready answers for readiness).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
     CMD ["python3", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/health/live', timeout=2).status != 200)"]
 
