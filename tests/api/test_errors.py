@@ -328,7 +328,9 @@ async def test_health_is_a_503_to_retry_while_the_database_cannot_be_reached(
 ) -> None:
     unreachable = create_async_engine(f"sqlite+aiosqlite:///{tmp_path}/no/such/dir/tucano.db")
     database = service.app.state.database
-    service.app.state.database = SimpleNamespace(engine=unreachable)
+    service.app.state.database = SimpleNamespace(
+        engine=unreachable, read_engine=unreachable, dialect="sqlite"
+    )
     try:
         response = await service.http.get("/health")
     finally:
