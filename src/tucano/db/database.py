@@ -67,14 +67,20 @@ class Database:
         # Reads on PostgreSQL run without BEGIN/ROLLBACK: under READ COMMITTED every statement
         # has its own snapshot anyway, and this saves two round trips per request. On SQLite
         # they run in deferred transactions (one snapshot each) on connections of their own, so
-        # that a writer, in this process or another, does not hold them up.
-        self.read_engine = (
-            create_engine(database_url, pool_size=pool_size, autocommit=True)
-            if self.engine.dialect.name == "postgresql"
-            else create_engine(database_url, read_only=True)
-        )
+        # that a writer, in this process or another, does not hold them up; a request's reads
+        # on the event loop's thread (db/sqlite_inline.py), reads of whole tables (exports) on
+        # aiosqlite's threads, so that they do not hold the loop up.
+        if self.engine.dialect.name == "postgresql":
+            self.read_engine = create_engine(database_url, pool_size=pool_size, autocommit=True)
+            self.bulk_read_engine = self.read_engine
+        else:
+            self.read_engine = create_engine(database_url, read_only=True, inline=True)
+            self.bulk_read_engine = create_engine(database_url, read_only=True)
         self.read_sessionmaker = async_sessionmaker(
             self.read_engine, expire_on_commit=False, sync_session_class=_Session
+        )
+        self.bulk_read_sessionmaker = async_sessionmaker(
+            self.bulk_read_engine, expire_on_commit=False, sync_session_class=_Session
         )
         self._pool_size = pool_size
         self._driver_pool: Any = None  # asyncpg.Pool, opened on first use (PostgreSQL only)
@@ -99,6 +105,13 @@ class Database:
     async def read_session(self) -> AsyncIterator[AsyncSession]:
         """A session for requests that only read (see read_sessionmaker)."""
         async with self.read_sessionmaker() as session:
+            yield session
+
+    @asynccontextmanager
+    async def bulk_read_session(self) -> AsyncIterator[AsyncSession]:
+        """A session for reads that may take long (a whole export): off the event loop's
+        thread on SQLite; the same as read_session on PostgreSQL."""
+        async with self.bulk_read_sessionmaker() as session:
             yield session
 
     @asynccontextmanager
@@ -146,5 +159,5 @@ class Database:
             pool, self._driver_pool = self._driver_pool, None
             await pool.close()
         await self.engine.dispose()
-        if self.read_engine is not self.engine:
-            await self.read_engine.dispose()
+        for engine in {self.read_engine, self.bulk_read_engine} - {self.engine}:
+            await engine.dispose()

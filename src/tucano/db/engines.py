@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from sqlalchemy import event
+from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 from sqlalchemy.engine.url import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import (
@@ -14,6 +15,8 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.pool import PoolResetState
 from sqlalchemy.util import await_
+
+from tucano.db.sqlite_inline import INLINE_BUSY_TIMEOUT_MS, inline_connector
 
 _BEGIN_PENDING = "tucano_begin_pending"
 # The SQLite database holds sealed secrets and the sandbox's key: its owner's alone. SQLite
@@ -34,7 +37,9 @@ def create_private_sqlite_file(database_url: str) -> None:
         return
 
 
-def _configure_sqlite(engine: AsyncEngine, *, read_only: bool = False) -> None:
+def _configure_sqlite(
+    engine: AsyncEngine, *, read_only: bool = False, inline: bool = False
+) -> None:
     # Writers take the write lock up front (see _on_begin); readers only a snapshot (WAL lets
     # them read while another connection, or another process, writes).
     begin = "BEGIN" if read_only else "BEGIN IMMEDIATE"
@@ -47,7 +52,8 @@ def _configure_sqlite(engine: AsyncEngine, *, read_only: bool = False) -> None:
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA busy_timeout=10000")
+        busy_timeout = INLINE_BUSY_TIMEOUT_MS if inline else 10_000
+        cursor.execute(f"PRAGMA busy_timeout={busy_timeout}")
         if read_only:
             # A read session that wrote would upgrade its snapshot to a writer, which SQLite
             # may refuse at once (SQLITE_BUSY): refused here, always, so no such code ships.
@@ -101,13 +107,22 @@ async def _set_up_session(connection: Any) -> None:
     await connection.execute(POSTGRES_SESSION_SETUP)
 
 
-# Connections of a process that only read, on SQLite (each is a thread of aiosqlite's).
+# Connections of a process that only read, on SQLite: on threads of aiosqlite's, and inline
+# (on the event loop's thread; a read session holds one across its awaits).
 SQLITE_READ_CONNECTIONS = 4
+SQLITE_INLINE_READ_CONNECTIONS = 16
 
 
 def create_engine(
-    database_url: str, *, pool_size: int = 10, autocommit: bool = False, read_only: bool = False
+    database_url: str,
+    *,
+    pool_size: int = 10,
+    autocommit: bool = False,
+    read_only: bool = False,
+    inline: bool = False,
 ) -> AsyncEngine:
+    """An engine; on SQLite, `read_only` gives connections of their own for reads, and `inline`
+    (with read_only) runs them on the event loop's thread (db/sqlite_inline.py)."""
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite":
         create_private_sqlite_file(database_url)
@@ -115,15 +130,27 @@ def create_engine(
         # queueing for the connection in asyncio is far cheaper than SQLite's busy handler,
         # which sleeps. Reads have connections of their own (read_only), which neither wait
         # for it nor take its lock.
+        inline = inline and read_only
+        extra: dict[str, Any] = {}
+        if inline:
+            args, options = SQLiteDialect_aiosqlite().create_connect_args(url)
+            extra["async_creator"] = inline_connector(list(args), dict(options))
         engine = create_async_engine(
             url,
             hide_parameters=True,
-            pool_size=SQLITE_READ_CONNECTIONS if read_only else 1,
+            pool_size=(
+                SQLITE_INLINE_READ_CONNECTIONS
+                if inline
+                else SQLITE_READ_CONNECTIONS
+                if read_only
+                else 1
+            ),
             max_overflow=0,
             pool_timeout=120,
             pool_reset_on_return=None,  # see _on_reset
+            **extra,
         )
-        _configure_sqlite(engine, read_only=read_only)
+        _configure_sqlite(engine, read_only=read_only, inline=inline)
         return engine
     engine = create_async_engine(
         url,

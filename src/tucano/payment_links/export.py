@@ -151,7 +151,7 @@ async def _read_whole(database: Database, statement: Select[Any]) -> list[Any]:
     its session closes normally; the stream stops after it."""
 
     async def read() -> list[Any]:
-        async with database.read_session() as session:
+        async with database.bulk_read_session() as session:
             return list(await session.execute(statement))
 
     task = asyncio.ensure_future(read())
