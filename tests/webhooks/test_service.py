@@ -59,13 +59,12 @@ async def test_concurrent_creates_at_the_limit_let_exactly_one_through(
     assert len(created) == 1, outcomes
     assert len(refused) == 7
     assert {e.code for e in refused} == {ErrorCode.WEBHOOK_LIMIT_REACHED}
-    async with database.read_session() as session:
-        _, total = await service.list_webhooks(
-            session,
-            customer_id=caller.customer_id,
-            event_type=None,
-            page=PageRequest(page=0, size=20),
-        )
+    _, total = await service.list_webhooks(
+        database,
+        customer_id=caller.customer_id,
+        event_type=None,
+        page=PageRequest(page=0, size=20),
+    )
     assert total == 3
 
 

@@ -47,14 +47,17 @@ WebhookId = Annotated[WebhookIdInPath, Path(alias="id", description="The webhook
 )
 async def list_webhooks(
     caller: WebhookReader,
-    session: ReadSessionDep,
+    request: Request,
     page: PageParams,
     event_type: Annotated[
         EventType | None, Query(alias="eventType", description="Only this event type.")
     ] = None,
 ) -> Response:
     rows, total = await service.list_webhooks(
-        session, customer_id=caller.customer_id, event_type=event_type, page=page
+        request.app.state.database,
+        customer_id=caller.customer_id,
+        event_type=event_type,
+        page=page,
     )
     return json_response(
         Page[Webhook].of([Webhook.of(r) for r in rows], total=total, page=page.page, size=page.size)
