@@ -8,8 +8,11 @@ from collections.abc import (
     Iterator,
 )
 from contextlib import contextmanager
-from typing import TypeVar
+from functools import cache
+from typing import Any, TypeVar
 
+from sqlalchemy import Column, Table
+from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
 )
@@ -43,3 +46,23 @@ def immediate_transaction(connection: sqlite3.Connection) -> Iterator[sqlite3.Co
         connection.execute("ROLLBACK")
         raise
     connection.execute("COMMIT")
+
+
+_SQLITE = SQLiteDialect_aiosqlite()
+
+
+@cache
+def _stored_form(column: Column[Any]) -> Any:
+    """How SQLAlchemy writes a value of `column` on SQLite (a UUID as hex, a timestamp as
+    text), or None for a value written as it is."""
+    return column.type.bind_processor(_SQLITE)
+
+
+def sqlite_parameters(table: Table, values: dict[str, Any]) -> dict[str, Any]:
+    """`values` of `table`'s columns as SQLAlchemy would bind them on SQLite, for a statement
+    run on the sqlite3 connection itself (inside run_on_sqlite's `work`)."""
+    bound = {}
+    for name, value in values.items():
+        processor = _stored_form(table.c[name])
+        bound[name] = value if processor is None else processor(value)
+    return bound

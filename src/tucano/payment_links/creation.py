@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import sqlite3
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import cast
@@ -20,6 +22,7 @@ from tucano.core.errors import Conflict, ErrorCode
 from tucano.core.idempotency import IdempotencyStore
 from tucano.core.money import to_cents
 from tucano.db.database import Database
+from tucano.db.sqlite_handover import immediate_transaction, sqlite_parameters
 from tucano.payment_links import totals
 from tucano.payment_links.models import IdempotencyKey, PaymentLink
 from tucano.payment_links.schemas import PaymentLinkCreate, expiration_of
@@ -132,25 +135,7 @@ async def create_link(
     when requests with the same key race."""
     if database.dialect == "postgresql":
         return await _create_on_postgres(database, ref=ref, link=link, response=response)
-    async with database.session() as session:
-        while True:
-            replay = await _find(session, ref)
-            if replay is not None:
-                return replay
-            if await LINK_KEYS.remember(
-                session,
-                owner=ref.customer_id,
-                key=ref.key,
-                fingerprint=ref.fingerprint,
-                answer=response,
-                now=clock.now(),
-            ):
-                break
-        session.add(link)
-        await session.flush()
-        await totals.record_created(session, link)
-        await session.commit()
-    return response
+    return await database.run_on_sqlite(_sqlite_creator(ref=ref, link=link, response=response))
 
 
 async def _create_on_postgres(
@@ -183,14 +168,63 @@ async def _create_on_postgres(
     return replay
 
 
-async def _find(session: AsyncSession, ref: IdempotencyRef) -> bytes | None:
-    return await LINK_KEYS.find(
-        session,
-        owner=ref.customer_id,
-        key=ref.key,
-        fingerprints=(ref.fingerprint,),
-        now=clock.now(),
+# SQLite: the same, as one transaction on the driver's thread in one hand-over (the write lock
+# held from its start, so no other request with this key can come in between).
+_FIND_ON_SQLITE = LINK_KEYS.find_sql()
+_KEY_ON_SQLITE = LINK_KEYS.remember_sql()
+_LINK_ON_SQLITE = (
+    f"INSERT INTO payment_links ({', '.join(_LINK_COLUMNS)}) "  # noqa: S608 - our own names
+    f"VALUES ({', '.join(':' + name for name in _LINK_COLUMNS)})"
+)
+_CHANGE_ON_SQLITE = (
+    f"INSERT INTO payment_link_day_changes ({', '.join(totals.CHANGE_COLUMNS)}) "  # noqa: S608
+    f"VALUES ({', '.join(':' + name for name in totals.CHANGE_COLUMNS)})"
+)
+
+
+def _sqlite_creator(
+    *, ref: IdempotencyRef, link: PaymentLink, response: bytes
+) -> Callable[[sqlite3.Connection], bytes]:
+    now = clock.now()
+    key = sqlite_parameters(
+        LINK_KEYS.table,
+        {
+            LINK_KEYS.owner: ref.customer_id,
+            "key": ref.key,
+            "request_hash": ref.fingerprint,
+            "response": response.decode(),
+            "created_at": now,
+        },
     )
+    window_start = sqlite_parameters(LINK_KEYS.table, {"created_at": now - IDEMPOTENCY_WINDOW})
+    key_values = {
+        "owner": key[LINK_KEYS.owner],
+        "key": key["key"],
+        "fingerprint": key["request_hash"],
+        "answer": key["response"],
+        "now": key["created_at"],
+        "window_start": window_start["created_at"],
+    }
+    link_values = sqlite_parameters(
+        cast(Table, PaymentLink.__table__), {name: getattr(link, name) for name in _LINK_COLUMNS}
+    )
+    counted = sqlite_parameters(
+        totals.CHANGES, totals.change(link, status="CREATED", method=totals.UNPAID, sign=1)
+    )
+
+    def create(connection: sqlite3.Connection) -> bytes:
+        with immediate_transaction(connection):
+            stored = connection.execute(_FIND_ON_SQLITE, key_values).fetchone()
+            replay = LINK_KEYS.replay(stored, (ref.fingerprint,))
+            if replay is not None:
+                return replay
+            # No live key (the lock is held): an expired one is taken over.
+            connection.execute(_KEY_ON_SQLITE, key_values).fetchall()
+            connection.execute(_LINK_ON_SQLITE, link_values)
+            connection.execute(_CHANGE_ON_SQLITE, counted)
+        return response
+
+    return create
 
 
 async def prune_idempotency_keys(

@@ -42,6 +42,8 @@ from tucano.payment_links.models import LinkDayChange, LinkDayTotal, Payment, Pa
 TOTALS = cast(Table, LinkDayTotal.__table__)
 CHANGES = cast(Table, LinkDayChange.__table__)
 KEY = ("customer_id", "day", "expiration_days", "status", "payment_method")
+# The columns of a change, as `change` gives them.
+CHANGE_COLUMNS = (*KEY, "link_count", "amount_cents")
 UNPAID = 0
 
 
