@@ -195,10 +195,11 @@ def midnight(day: date) -> datetime:
 
 
 def total_parts(
-    dialect: str, *, customer_id: int, first: date, last: date, today: date
+    dialect: str, *, customer_id: Any, first: Any, last: Any, today: Any
 ) -> list[Select[Any]]:
     """Totals and unfolded changes of days [first, last), with the status a reader sees, except
-    the CREATED links of groups that expire today (the caller reads those one by one)."""
+    the CREATED links of groups that expire today (the caller reads those one by one). The
+    customer and the days are values or bound parameters."""
     parts = []
     for table in (TOTALS, CHANGES):
         t = table.c
