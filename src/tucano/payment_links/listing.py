@@ -28,6 +28,7 @@ from tucano.core.clock import clock
 from tucano.core.errors import BadRequest
 from tucano.core.money import from_cents
 from tucano.core.paging import PageRequest
+from tucano.db.database import Database
 from tucano.payment_links import totals
 from tucano.payment_links.models import Payment, PaymentLink
 from tucano.payment_links.reads import LINKS, PAYMENT_VIEW, PAYMENTS, payment_view_of
@@ -261,7 +262,7 @@ def _list_statements(shape: _Shape) -> _ListStatements:
 
 
 async def list_links(
-    session: AsyncSession,
+    database: Database,
     *,
     customer_id: int,
     filters: LinkFilters,
@@ -269,25 +270,26 @@ async def list_links(
     page: PageRequest,
 ) -> tuple[list[tuple[Any, PaymentView | None]], int]:
     """One page of the customer's matched links with their payments (rows with the links'
-    column names, as `read_link` gives), and how many links match in all."""
-    now = clock.now()
-    dialect = session.get_bind().dialect.name
-    shape, values = _shape_and_values(dialect, customer_id, filters, now, sort)
+    column names, as `read_link` gives), and how many links match in all. Read through
+    SQLAlchemy Core on a read connection: no ORM session, whose machinery costs more here than
+    building the rows."""
+    shape, values = _shape_and_values(database.dialect, customer_id, filters, clock.now(), sort)
     statements = _list_statements(shape)
     values |= {"offset": page.offset, "limit": page.size}
-    if page.offset >= DEEP_OFFSET:
-        # Far down, the total first: a page past the end is then answered without stepping
-        # over every matching link to find it empty.
-        counted = int(await session.scalar(statements.total, values) or 0)
-        if page.offset >= counted:
-            return [], counted
-    # The page and the total in one statement: one round trip, and on PostgreSQL one snapshot,
-    # so a link created or paid meanwhile cannot make them disagree.
-    rows = (await session.execute(statements.page, values)).all()
-    if rows:
-        return [(row, payment_view_of(row)) for row in rows], int(rows[0].matched_total)
-    # Past the last page (or nothing matches): the total alone.
-    return [], int(await session.scalar(statements.total, values) or 0)
+    async with database.read_engine.connect() as connection:
+        if page.offset >= DEEP_OFFSET:
+            # Far down, the total first: a page past the end is then answered without stepping
+            # over every matching link to find it empty.
+            counted = int(await connection.scalar(statements.total, values) or 0)
+            if page.offset >= counted:
+                return [], counted
+        # The page and the total in one statement: one round trip, and on PostgreSQL one
+        # snapshot, so a link created or paid meanwhile cannot make them disagree.
+        rows = (await connection.execute(statements.page, values)).all()
+        if rows:
+            return [(row, payment_view_of(row)) for row in rows], int(rows[0].matched_total)
+        # Past the last page (or nothing matches): the total alone.
+        return [], int(await connection.scalar(statements.total, values) or 0)
 
 
 class Tally(NamedTuple):

@@ -183,11 +183,14 @@ async def list_payment_links(
     filters: Filters,
     page: PageParams,
     request: Request,
-    session: ReadSessionDep,
     sort: Annotated[list[str] | None, Query(description="field,asc|desc; repeatable.")] = None,
 ) -> Response:
     rows, total = await listing.list_links(
-        session, customer_id=caller.customer_id, filters=filters, sort=sort or [], page=page
+        request.app.state.database,
+        customer_id=caller.customer_id,
+        filters=filters,
+        sort=sort or [],
+        page=page,
     )
     present = _presenter(request)
     content = [present(link, payment) for link, payment in rows]
