@@ -181,9 +181,8 @@ async def bad_receivers(pg_url: str | None, seconds: float, rate: float) -> Outc
             await deployment.register(http, healthy)
             deployment.start_workers(1)
             worker = deployment.workers[0].process.pid
-            await publish_batches(deployment, http, 50)  # warm-up: imports, pools, caches
-            warm_up = Tally(fault_receivers)
-            await warm_up.until(http, 50 * len(healthy), within=60)
+            # Warm-up, through the same endpoint: imports, pools, compiled statements.
+            await paced_deliveries(deployment, fault_receivers, http, rate, 3)
 
             alone = await paced_deliveries(deployment, fault_receivers, http, rate, seconds)
             rss_before = resident_kib(worker) or 0

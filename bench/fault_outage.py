@@ -181,9 +181,10 @@ def judge(
         ", ".join(f"{n} x {s}" for s, n in sorted(statuses.items())),
     )
     proper = [a for a in down if a.status == 503 and a.retry_after and a.error_body]
+    waits = ", ".join(sorted({a.retry_after for a in proper if a.retry_after}))
     outcome.expect(
         "  503 + Retry-After + error body",
-        f"{len(proper)} of {len(down)}",
+        f"{len(proper)} of {len(down)} (Retry-After: {waits or '-'})",
         "all",
         bool(down) and len(proper) == len(down),
     )
