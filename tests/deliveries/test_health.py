@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from tests.support.service import new_customer_id
 from tests.support.settings import TEST_SECRET_STORE
@@ -215,3 +216,26 @@ async def test_webhooks_switched_off_together_are_each_announced_to_workers(
         webhook_changes.forget(heard_here.append)
         if listener is not None:
             await listener.close()
+
+
+async def test_health_lost_to_an_outage_after_the_attempts_were_recorded_is_one_warning_line(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if database.dialect != "postgresql":
+        pytest.skip("PostgreSQL records health in a statement of its own")
+    from tucano.deliveries.queue import postgres as postgres_queue
+
+    async def database_gone(*_args: object) -> None:
+        raise ConnectionRefusedError("connection refused")
+
+    monkeypatch.setattr(postgres_queue, "record_delivery_health_on_postgres", database_gone)
+    webhook_id = await _webhook(database)
+    with capture_logs() as logs, clock.freeze(T0 + timedelta(seconds=2)):
+        await queue.record_outcomes(
+            database, [_outcome(webhook_id, ResultStatus.SUCCESS, T0 + timedelta(seconds=1), 3)]
+        )
+    failed = [entry for entry in logs if entry["event"] == "delivery_health_update_failed"]
+    assert len(failed) == 1
+    assert failed[0]["log_level"] == "warning"
+    assert "exc_info" not in failed[0]
+    assert "connection refused" in failed[0]["error"]

@@ -10,7 +10,9 @@ from datetime import datetime
 import orjson
 import structlog
 
+from tucano.core.logs import exception_summary
 from tucano.db.database import Database
+from tucano.db.outages import is_database_unavailable
 from tucano.deliveries import result_counts
 from tucano.deliveries.health import DeliveryHealth, record_delivery_health_on_postgres
 from tucano.deliveries.models import FIRST_ATTEMPT_QUEUE, RETRY_QUEUE, ResultStatus
@@ -170,6 +172,13 @@ class PostgresQueue:
             await connection.execute(_RECORD, orjson.dumps([tuple(r) for r in rows]).decode(), now)
         try:
             await record_delivery_health_on_postgres(database, health)
-        except Exception:
+        except Exception as exc:
             # The attempts are recorded; raising now would have the caller record them twice.
-            log.exception("delivery_health_update_failed", webhooks=len(health))
+            if is_database_unavailable(exc):  # an outage: one line, as the worker's others
+                log.warning(
+                    "delivery_health_update_failed",
+                    webhooks=len(health),
+                    error=exception_summary(exc),
+                )
+            else:
+                log.exception("delivery_health_update_failed", webhooks=len(health))
