@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import event
+from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 from sqlalchemy.ext.asyncio import (
     AsyncSession,
     async_sessionmaker,
@@ -28,6 +29,7 @@ from sqlalchemy.orm import Session
 from tucano.db.coalesced import CoalescedLookup
 from tucano.db.engines import create_asyncpg_pool, create_engine
 from tucano.db.sqlite_handover import run_on_sqlite
+from tucano.db.sqlite_inline import open_inline_reader
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
@@ -86,6 +88,7 @@ class Database:
         self._driver_pool: Any = None  # asyncpg.Pool, opened on first use (PostgreSQL only)
         self._driver_pool_opening = asyncio.Lock()
         self._lookups: dict[Callable[..., Any], CoalescedLookup[Any, Any]] = {}
+        self._inline_sqlite: sqlite3.Connection | None = None
 
     @property
     def dialect(self) -> str:
@@ -106,6 +109,14 @@ class Database:
         """A session for requests that only read (see read_sessionmaker)."""
         async with self.read_sessionmaker() as session:
             yield session
+
+    def inline_sqlite(self) -> sqlite3.Connection:
+        """SQLite only: this process's read-only sqlite3 connection for CompiledSqliteRead, on
+        the event loop's thread (opened on first use)."""
+        if self._inline_sqlite is None:
+            args, options = SQLiteDialect_aiosqlite().create_connect_args(self.engine.url)
+            self._inline_sqlite = open_inline_reader(list(args), dict(options))
+        return self._inline_sqlite
 
     @asynccontextmanager
     async def bulk_read_session(self) -> AsyncIterator[AsyncSession]:
@@ -158,6 +169,9 @@ class Database:
         if self._driver_pool is not None:
             pool, self._driver_pool = self._driver_pool, None
             await pool.close()
+        if self._inline_sqlite is not None:
+            connection, self._inline_sqlite = self._inline_sqlite, None
+            connection.close()
         await self.engine.dispose()
         for engine in {self.read_engine, self.bulk_read_engine} - {self.engine}:
             await engine.dispose()

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.core.errors import ErrorCode, NotFound
 from tucano.db.database import Database
+from tucano.db.sqlite_inline import CompiledSqliteRead
 from tucano.payment_links.models import Payment, PaymentLink
 from tucano.payment_links.schemas import PaymentView
 
@@ -117,6 +118,7 @@ _LinkRow = NamedTuple(  # type: ignore[misc]  # the columns of _READ_LINK, by na
     "_LinkRow", [(column.name, Any) for column in _READ_LINK.selected_columns]
 )
 _LinkKey = tuple[int, uuid.UUID]  # customer, link
+_READ_LINK_ON_SQLITE = CompiledSqliteRead(_READ_LINK, _LinkRow)
 
 
 async def _read_links_on_postgres(
@@ -144,12 +146,9 @@ async def read_link(
     if database.dialect == "postgresql":
         row = await database.coalesced(_read_links_on_postgres).get((customer_id, link_uuid))
     else:
-        async with database.read_engine.connect() as connection:
-            row = (
-                await connection.execute(
-                    _READ_LINK, {"link_uuid": link_uuid, "customer": customer_id}
-                )
-            ).first()
+        row = _READ_LINK_ON_SQLITE.first(
+            database.inline_sqlite(), {"link_uuid": link_uuid, "customer": customer_id}
+        )
     if row is None:
         raise NotFound(ErrorCode.PAYMENT_LINK_NOT_FOUND)
     return row, payment_view_of(row)
