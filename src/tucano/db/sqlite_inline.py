@@ -97,13 +97,22 @@ class CompiledSqliteRead:
 
     def first(self, connection: sqlite3.Connection, values: dict[str, Any]) -> Any | None:
         """The first row for `values`, or None."""
-        parameters = [
+        found = connection.execute(self.sql, self._parameters(values)).fetchone()
+        return None if found is None else self._read(found)
+
+    def all(self, connection: sqlite3.Connection, values: dict[str, Any]) -> list[Any]:
+        """Every row for `values`."""
+        return [
+            self._read(found) for found in connection.execute(self.sql, self._parameters(values))
+        ]
+
+    def _parameters(self, values: dict[str, Any]) -> list[Any]:
+        return [
             values[name] if binder is None else binder(values[name])
             for name, binder in zip(self._names, self._binders, strict=True)
         ]
-        found = connection.execute(self.sql, parameters).fetchone()
-        if found is None:
-            return None
+
+    def _read(self, found: Any) -> Any:
         return self._row(
             *(
                 value if reader is None else reader(value)

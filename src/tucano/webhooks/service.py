@@ -19,6 +19,7 @@ from tucano.core.errors import BadRequest, Conflict, ErrorCode, NotFound
 from tucano.core.paging import PageRequest
 from tucano.db.bulk import in_parts
 from tucano.db.database import Database, call_after_commit
+from tucano.db.sqlite_inline import CompiledSqliteRead
 from tucano.events.types import EventType
 from tucano.webhooks.changes import (
     WEBHOOK_CHANNEL,
@@ -81,6 +82,20 @@ def _listed(*, by_event_type: bool) -> tuple[Select[Any], Select[Any]]:
 # Built once, with their parameters bound per request: on the hot path, SQLAlchemy's ORM and a
 # statement built anew cost more than the statement (docs/performance.md).
 _LISTED = {by_type: _listed(by_event_type=by_type) for by_type in (False, True)}
+_ListedRow = NamedTuple(  # type: ignore[misc]  # the columns of a page, by name
+    "_ListedRow", [(column.name, Any) for column in _LISTED[False][0].selected_columns]
+)
+
+
+class _CountRow(NamedTuple):
+    total: int
+
+
+# On SQLite, the same statements straight on the event loop's read connection.
+_LISTED_ON_SQLITE = {
+    by_type: (CompiledSqliteRead(page, _ListedRow), CompiledSqliteRead(count, _CountRow))
+    for by_type, (page, count) in _LISTED.items()
+}
 
 
 async def list_webhooks(
@@ -92,13 +107,20 @@ async def list_webhooks(
 ) -> tuple[Sequence[Any], int]:
     """A page of the customer's webhooks (rows with the table's column names), and how many
     the customer has (of `event_type`, if given)."""
-    page_statement, count_statement = _LISTED[event_type is not None]
     parameters = {
         "customer": customer_id,
         "event_type": None if event_type is None else event_type.value,
         "offset": page.offset,
         "limit": page.size,
     }
+    if database.dialect == "sqlite":
+        page_on_sqlite, count_on_sqlite = _LISTED_ON_SQLITE[event_type is not None]
+        listed = page_on_sqlite.all(database.inline_sqlite(), parameters)
+        if listed:
+            return listed, int(listed[0].matched_total)
+        counted = count_on_sqlite.first(database.inline_sqlite(), parameters)
+        return [], int(counted.total if counted else 0)
+    page_statement, count_statement = _LISTED[event_type is not None]
     async with database.read_engine.connect() as connection:
         rows = (await connection.execute(page_statement, parameters)).all()
         if rows:
