@@ -17,7 +17,7 @@ from tucano.api.dependencies import REQUIRED_TRANSACTION_ID_DESCRIPTION
 from tucano.api.errors import ErrorBody
 from tucano.events.payloads import PAYLOAD_MODELS
 from tucano.events.types import EventType
-from tucano.payment_links.listing import SORTABLE
+from tucano.payment_links.link_filters import SORTABLE
 from tucano.webhooks.schemas import MAX_ID
 
 # Every operation's id, part of the interface: generated clients name their methods after them
@@ -115,7 +115,7 @@ def document_deliveries(app: FastAPI) -> None:
         )
 
 
-# The sort parameter's values, as the payment-link list reads them (listing.parse_sort).
+# The sort parameter's values, as the payment-link list reads them (link_filters.parse_sort).
 _SORT_PATTERN = (
     r"^\s*(" + "|".join(sorted(SORTABLE)) + r")\s*(,\s*([aA][sS][cC]|[dD][eE][sS][cC])?\s*)?$"
 )

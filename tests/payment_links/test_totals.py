@@ -15,6 +15,7 @@ from tests.support.service import new_customer_id
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.payment_links import creation, listing, payments, reads, totals
+from tucano.payment_links.link_filters import LinkFilters
 from tucano.payment_links.models import LinkDayChange, Payment, PaymentLink
 from tucano.payment_links.schemas import METHOD_CARD, METHOD_PIX, PaymentLinkCreate, status_at
 
@@ -56,7 +57,7 @@ async def make_links(database: Database, customer_id: int, rng: random.Random) -
 
 
 async def truth(
-    database: Database, customer_id: int, filters: listing.LinkFilters, now: datetime
+    database: Database, customer_id: int, filters: LinkFilters, now: datetime
 ) -> Counter[tuple[object, str, int]]:
     """Every matched link read one by one, bucketed in Python."""
     counted: Counter[tuple[object, str, int]] = Counter()
@@ -100,7 +101,7 @@ async def test_totals_match_reading_every_link(private_database: Database) -> No
         end = start + timedelta(minutes=rng.choice([0, 30, 1440 - 1, 1440, 5 * 1440, 40 * 1440]))
         end -= timedelta(milliseconds=1 if rng.random() < 0.5 else 0)
         now = START + timedelta(minutes=rng.randrange(-2 * 1440, 40 * 1440))
-        filters = listing.LinkFilters(
+        filters = LinkFilters(
             start=start,
             end=end,
             status=rng.choice([None, None, "CREATED", "PAID", "EXPIRED"]),
@@ -120,7 +121,7 @@ async def test_totals_match_reading_every_link(private_database: Database) -> No
         while await totals.fold_day_changes(session):
             pass
         await session.commit()
-    filters = listing.LinkFilters(start=START - timedelta(days=1), end=START + timedelta(days=30))
+    filters = LinkFilters(start=START - timedelta(days=1), end=START + timedelta(days=30))
     now = START + timedelta(days=6, hours=5)
     async with private_database.read_session() as session:
         folded = await listing.tally(session, customer_id=customer_id, filters=filters, now=now)

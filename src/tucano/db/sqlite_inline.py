@@ -87,6 +87,11 @@ class CompiledSqliteRead:
         compiled = statement.compile(dialect=dialect)
         self.sql = compiled.string
         self._names = list(compiled.positiontup or [])
+        # The statement's own values (literals SQLAlchemy binds, as in coalesce(x, 0)), for the
+        # parameters a caller does not give.
+        self._defaults = {
+            name: value for name, value in compiled.params.items() if value is not None
+        }
         binders: dict[str, Any] = dict(compiled._bind_processors)
         self._binders: list[Any] = [binders.get(name) for name in self._names]
         self._readers = [
@@ -107,9 +112,10 @@ class CompiledSqliteRead:
         ]
 
     def _parameters(self, values: dict[str, Any]) -> list[Any]:
+        given = [values[name] if name in values else self._defaults[name] for name in self._names]
         return [
-            values[name] if binder is None else binder(values[name])
-            for name, binder in zip(self._names, self._binders, strict=True)
+            value if binder is None else binder(value)
+            for value, binder in zip(given, self._binders, strict=True)
         ]
 
     def _read(self, found: Any) -> Any:

@@ -16,7 +16,7 @@ from sqlalchemy import Select, select, tuple_
 from tucano.core.clock import clock, format_utc
 from tucano.core.money import from_cents
 from tucano.db.database import Database
-from tucano.payment_links.listing import LinkFilters, matched_links
+from tucano.payment_links.link_filters import LinkFilters, matched_links
 from tucano.payment_links.models import PaymentLink
 from tucano.payment_links.reads import LINKS, PAYMENT_VIEW, PAYMENTS, payment_view_of
 from tucano.payment_links.schemas import status_at

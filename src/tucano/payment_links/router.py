@@ -27,6 +27,7 @@ from tucano.core import json_codec
 from tucano.core.clock import clock
 from tucano.core.errors import BadRequest
 from tucano.payment_links import creation, export, listing, reads
+from tucano.payment_links.link_filters import LinkFilters
 from tucano.payment_links.schemas import (
     PaymentLinkCreate,
     PaymentLinkOut,
@@ -93,7 +94,7 @@ async def link_filters(
         ),
     ] = None,
     user_reference: Annotated[str | None, Query(alias="userReference", max_length=77)] = None,
-) -> listing.LinkFilters:
+) -> LinkFilters:
     if range_is_reversed(
         start_date,
         end_date,
@@ -106,7 +107,7 @@ async def link_filters(
             normalize_document(registration_number)
         except ValueError as exc:
             raise BadRequest(f"registrationNumber {exc}") from None
-    return listing.LinkFilters(
+    return LinkFilters(
         start=start_date,
         end=end_date,
         payment_receipt=payment_receipt,
@@ -117,7 +118,7 @@ async def link_filters(
     )
 
 
-Filters = Annotated[listing.LinkFilters, Depends(link_filters)]
+Filters = Annotated[LinkFilters, Depends(link_filters)]
 
 
 def _presenter(request: Request) -> Callable[[Any, Any], dict[str, Any]]:

@@ -10,7 +10,7 @@ statement, so it sees every change exactly once whether or not it has been folde
 
 What a total says about status: the CREATED links of (day d, validity e) all expire during day
 d + e. Before that day none of them has expired, after it all have; on that day each link's own
-moment decides, so the reader takes those few links one by one (see listing.tally).
+moment decides, so the reader takes those few links one by one (see list_statements._tallied).
 """
 
 from __future__ import annotations
