@@ -18,24 +18,8 @@ from tucano.db.database import Database
 from tucano.db.engines import connect_asyncpg
 from tucano.events.types import EventType
 from tucano.payment_links import totals
+from tucano.payment_links.creation import LINK_COLUMNS
 
-LINK_COLUMNS = (
-    "uuid",
-    "customer_id",
-    "payer_name",
-    "registration_number",
-    "amount_cents",
-    "numbers_installments",
-    "description",
-    "user_reference",
-    "expiration_days",
-    "verification_token",
-    "status",
-    "created_at",
-    "expires_at",
-    "autopay_at",
-    "pix_txid",
-)
 # A tenth of the loaded links are paid: their payments, from the links themselves.
 _PAYMENTS = """
 INSERT INTO payment_link_payments (link_id, customer_id, method, payment_id, payment_receipt,
@@ -131,13 +115,7 @@ async def load_links(database_url: str, rows: list[tuple[Any, ...]]) -> None:
             await pg.execute(_PAYMENTS)
         finally:
             await pg.close()
-    database = Database(database_url)
-    try:
-        async with database.session() as session:
-            await totals.rebuild(session)
-            await session.commit()
-    finally:
-        await database.dispose()
+    await rebuild_day_totals(database_url)
     if database_url.startswith("sqlite"):
         connection = sqlite3.connect(sqlite_path(database_url))
         try:
@@ -153,3 +131,15 @@ async def load_links(database_url: str, rows: list[tuple[Any, ...]]) -> None:
                 await pg.execute(f"VACUUM ANALYZE {table}")
         finally:
             await pg.close()
+
+
+async def rebuild_day_totals(database_url: str) -> None:
+    """The service keeps day totals as it creates and pays links; links loaded straight into
+    the tables need them counted once, as the migration does for links that predate it."""
+    database = Database(database_url)
+    try:
+        async with database.session() as session:
+            await totals.rebuild(session)
+            await session.commit()
+    finally:
+        await database.dispose()

@@ -29,10 +29,9 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 
+from bench.api_data import rebuild_day_totals
 from bench.served import postgres_url, served
-from tucano.db.database import Database
 from tucano.db.engines import connect_asyncpg
-from tucano.payment_links import totals
 
 CUSTOMER_ID = 777
 
@@ -123,15 +122,7 @@ async def load_links(database_url: str, count: int, start_index: int) -> None:
         )
     finally:
         await connection.close()
-    # The service keeps day totals as it creates and pays links; links loaded straight into the
-    # table need them counted once, as the migration does for links that predate it.
-    database = Database(database_url)
-    try:
-        async with database.session() as session:
-            await totals.rebuild(session)
-            await session.commit()
-    finally:
-        await database.dispose()
+    await rebuild_day_totals(database_url)
     connection = await connect_asyncpg(database_url)
     try:
         # What autovacuum does on a live database: statistics, and the visibility map that

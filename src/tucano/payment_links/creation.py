@@ -87,9 +87,8 @@ def new_link(
     )
 
 
-# PostgreSQL: the idempotency key and the link in one statement (in autocommit, so atomic by
-# itself). The link goes in only if the key did; no link: the caller reads what the key holds.
-_LINK_COLUMNS = (
+# A new link's columns, as both databases' statements below insert them (and bench/ loads them).
+LINK_COLUMNS = (
     "uuid",
     "customer_id",
     "payer_name",
@@ -106,6 +105,8 @@ _LINK_COLUMNS = (
     "autopay_at",
     "pix_txid",
 )
+# PostgreSQL: the idempotency key and the link in one statement (in autocommit, so atomic by
+# itself). The link goes in only if the key did; no link: the caller reads what the key holds.
 _KEY_ON_POSTGRES = LINK_KEYS.remember_sql(
     owner="$2", key="$16", fingerprint="$17", answer="$18", now="$12", window_start="$19"
 )
@@ -113,7 +114,7 @@ _CREATE_ON_POSTGRES = f"""
 WITH key AS (
 {_KEY_ON_POSTGRES}
 ), link AS (
-    INSERT INTO payment_links ({", ".join(_LINK_COLUMNS)})
+    INSERT INTO payment_links ({", ".join(LINK_COLUMNS)})
     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15
      WHERE EXISTS (SELECT 1 FROM key)
     RETURNING 1
@@ -145,7 +146,7 @@ async def _create_on_postgres(
     async with database.driver_connection() as connection:
         created = await connection.fetchval(
             _CREATE_ON_POSTGRES,
-            *(getattr(link, name) for name in _LINK_COLUMNS),
+            *(getattr(link, name) for name in LINK_COLUMNS),
             ref.key,
             ref.fingerprint,
             response.decode(),
@@ -173,8 +174,8 @@ async def _create_on_postgres(
 _FIND_ON_SQLITE = LINK_KEYS.find_sql()
 _KEY_ON_SQLITE = LINK_KEYS.remember_sql()
 _LINK_ON_SQLITE = (
-    f"INSERT INTO payment_links ({', '.join(_LINK_COLUMNS)}) "  # noqa: S608 - our own names
-    f"VALUES ({', '.join(':' + name for name in _LINK_COLUMNS)})"
+    f"INSERT INTO payment_links ({', '.join(LINK_COLUMNS)}) "  # noqa: S608 - our own names
+    f"VALUES ({', '.join(':' + name for name in LINK_COLUMNS)})"
 )
 _CHANGE_ON_SQLITE = (
     f"INSERT INTO payment_link_day_changes ({', '.join(totals.CHANGE_COLUMNS)}) "  # noqa: S608
@@ -206,7 +207,7 @@ def _sqlite_creator(
         "window_start": window_start["created_at"],
     }
     link_values = sqlite_parameters(
-        cast(Table, PaymentLink.__table__), {name: getattr(link, name) for name in _LINK_COLUMNS}
+        cast(Table, PaymentLink.__table__), {name: getattr(link, name) for name in LINK_COLUMNS}
     )
     counted = sqlite_parameters(
         totals.CHANGES, totals.change(link, status="CREATED", method=totals.UNPAID, sign=1)
