@@ -9,8 +9,8 @@ test_benchapi; a scratch database is made beside it and dropped after.) Needs wr
 
 What runs, per database: `tucano serve --no-worker` (one process, rate limit out of the way) on
 a fresh database with 10 webhooks of the merchant and ~30k links created today (the list's
-window), and two ceilings on uvicorn with the settings `tucano serve` runs it with (uvloop,
-httptools, one process, no access log), each a process of its own (bench/api_driver.py):
+window), and two ceilings on uvicorn with the settings `tucano serve` runs it with (its event
+loop, httptools, one process, no access log), each a process of its own (bench/api_driver.py):
 
 - bare: a FastAPI app with one GET route returning a small JSON: the ratio base;
 - driver: FastAPI routes doing Tucano's statements straight through the driver: what the
@@ -46,6 +46,7 @@ from bench.api_data import load_links, register_webhooks, today_links
 from bench.api_wrk import Load, Round, require_wrk, run_round
 from bench.deployment import CUSTOMER_ID, Deployment, deployed, event_body
 from bench.server_processes import stop
+from tucano.cli.processes import EVENT_LOOP
 
 DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test_benchapi"
 BATCH = 100
@@ -137,7 +138,7 @@ def start_ceiling(name: str, workdir: Path, env: dict[str, str]) -> ServeProcess
     port = free_port()
     argv = [
         *(sys.executable, "-m", "uvicorn", "--factory", f"bench.api_driver:{name}_app"),
-        *("--loop", "uvloop", "--http", "httptools", "--no-access-log", "--no-server-header"),
+        *("--loop", EVENT_LOOP, "--http", "httptools", "--no-access-log", "--no-server-header"),
         *("--log-level", "warning", "--host", "127.0.0.1", "--port", str(port)),
     ]
     return start_listening(

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 processes_app = typer.Typer()
 
+# uvloop, accepting every waiting connection in one turn (api/listener.py); imported by uvicorn.
+EVENT_LOOP = "tucano.api.listener:new_event_loop"
+
 
 def check_can_listen(host: str, port: int) -> None:
     """Fail in one line now if the address cannot be listened on (a port in use, a host that
@@ -88,6 +91,7 @@ def serve(
         host=host,
         port=port,
         http=guarded_http_protocol(connection_limits(settings, open_files)),
+        loop=EVENT_LOOP,
         log_config=None,
         access_log=False,
         server_header=False,

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.pool import PoolResetState
 from sqlalchemy.util import await_
 
+from tucano.db.fair_pool import FirstComePool
 from tucano.db.sqlite_inline import INLINE_BUSY_TIMEOUT_MS, inline_connector
 
 _BEGIN_PENDING = "tucano_begin_pending"
@@ -138,6 +139,7 @@ def create_engine(
         engine = create_async_engine(
             url,
             hide_parameters=True,
+            poolclass=FirstComePool,
             pool_size=(
                 SQLITE_INLINE_READ_CONNECTIONS
                 if inline
@@ -154,6 +156,7 @@ def create_engine(
         return engine
     engine = create_async_engine(
         url,
+        poolclass=FirstComePool,
         pool_size=pool_size,
         # No overflow: a connection opened beyond the pool is closed again on return, and
         # under load that churn (connect, TLS probe, statement cache warm-up) cost more than
