@@ -6,18 +6,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
 from tucano.db.database import Database
-from tucano.migrations import upgrade
-from tucano.payment_links import reads
-from tucano.payment_links.models import PaymentLink
 
 # A statement that keeps SQLite busy for a while (tenths of a second here), reading nothing.
 _LONG_COUNT = (
@@ -83,42 +78,3 @@ async def test_a_read_session_refuses_writes_on_the_loop_too(database: Database)
     async with database.read_session() as session:
         with pytest.raises(Exception, match="readonly"):
             await session.execute(text("INSERT INTO notes VALUES ('x')"))
-
-
-async def test_a_compiled_read_reads_rows_as_sqlalchemy_does(tmp_path: Path) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'links.db'}"
-    await asyncio.to_thread(upgrade, url)
-    database = Database(url)
-    try:
-        link = PaymentLink(
-            uuid=uuid.uuid4(),
-            customer_id=7,
-            payer_name="Maria",
-            registration_number="52998224725",
-            amount_cents=1050,
-            numbers_installments=2,
-            description=None,
-            user_reference="ref",
-            expiration_days=5,
-            verification_token=123456,
-            status="CREATED",
-            created_at=datetime(2026, 12, 2, 10, 0, 0, 0, tzinfo=UTC),
-            expires_at=datetime(2026, 12, 7, 10, 0, 0, 123000, tzinfo=UTC),
-            autopay_at=None,
-            pix_txid="TXID0123456789ABCDEFGHIJ",
-        )
-        async with database.session() as session:
-            session.add(link)
-            await session.commit()
-        values = {"link_uuid": link.uuid, "customer": 7}
-        async with database.read_engine.connect() as connection:
-            expected = (await connection.execute(reads._READ_LINK, values)).first()
-        compiled = reads._READ_LINK_ON_SQLITE
-        found = compiled.first(database.inline_sqlite(), values)
-        assert found is not None and expected is not None
-        assert tuple(found) == tuple(expected)
-        assert found.uuid == link.uuid and found.expires_at == link.expires_at
-        # Another customer's key finds nothing.
-        assert compiled.first(database.inline_sqlite(), {**values, "customer": 8}) is None
-    finally:
-        await database.dispose()

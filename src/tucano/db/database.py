@@ -111,12 +111,26 @@ class Database:
             yield session
 
     def inline_sqlite(self) -> sqlite3.Connection:
-        """SQLite only: this process's read-only sqlite3 connection for CompiledSqliteRead, on
-        the event loop's thread (opened on first use)."""
+        """SQLite only: this process's read-only sqlite3 connection on the event loop's thread,
+        for compiled reads (opened on first use)."""
         if self._inline_sqlite is None:
             args, options = SQLiteDialect_aiosqlite().create_connect_args(self.engine.url)
             self._inline_sqlite = open_inline_reader(list(args), dict(options))
         return self._inline_sqlite
+
+    @asynccontextmanager
+    async def compiled_read_connection(self) -> AsyncIterator[Any]:
+        """The driver's connection a CompiledRead runs on (db/compiled_reads.py): on SQLite the
+        event loop's read connection; on PostgreSQL the asyncpg connection under one of the
+        read engine's (autocommit, handed out first come first served)."""
+        if self.dialect == "sqlite":
+            yield self.inline_sqlite()
+            return
+        async with self.read_engine.connect() as connection:
+            # (A statement given up part-way is cancelled by asyncpg, and the connection's next
+            # statement waits for that: a test shows it.)
+            pooled = await connection.get_raw_connection()
+            yield pooled.driver_connection
 
     @asynccontextmanager
     async def bulk_read_session(self) -> AsyncIterator[AsyncSession]:

@@ -14,8 +14,6 @@ from functools import partial
 from typing import Any
 
 import aiosqlite
-from sqlalchemy import Select
-from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
 # How long an inline read may wait for a lock (milliseconds). A WAL reader waits only in
 # rare moments (the WAL index being rebuilt after a crash); meanwhile the whole loop waits, so
@@ -74,57 +72,6 @@ def inline_connector(args: list[Any], options: dict[str, Any]) -> Callable[[], A
         return await InlineSqliteConnection(connector)._connect()
 
     return connect
-
-
-class CompiledSqliteRead:
-    """A SELECT compiled once for SQLite, run straight on an sqlite3 connection of the event
-    loop's thread, its parameters bound and its rows read back as SQLAlchemy would: for the
-    hottest reads, where SQLAlchemy's pool, transaction and result machinery cost many times
-    SQLite's own work (docs/performance.md)."""
-
-    def __init__(self, statement: Select[Any], row: Callable[..., Any]) -> None:
-        dialect = SQLiteDialect_aiosqlite()
-        compiled = statement.compile(dialect=dialect)
-        self.sql = compiled.string
-        self._names = list(compiled.positiontup or [])
-        # The statement's own values (literals SQLAlchemy binds, as in coalesce(x, 0)), for the
-        # parameters a caller does not give.
-        self._defaults = {
-            name: value for name, value in compiled.params.items() if value is not None
-        }
-        binders: dict[str, Any] = dict(compiled._bind_processors)
-        self._binders: list[Any] = [binders.get(name) for name in self._names]
-        self._readers = [
-            column.type._cached_result_processor(dialect, None)
-            for column in statement.selected_columns
-        ]
-        self._row = row
-
-    def first(self, connection: sqlite3.Connection, values: dict[str, Any]) -> Any | None:
-        """The first row for `values`, or None."""
-        found = connection.execute(self.sql, self._parameters(values)).fetchone()
-        return None if found is None else self._read(found)
-
-    def all(self, connection: sqlite3.Connection, values: dict[str, Any]) -> list[Any]:
-        """Every row for `values`."""
-        return [
-            self._read(found) for found in connection.execute(self.sql, self._parameters(values))
-        ]
-
-    def _parameters(self, values: dict[str, Any]) -> list[Any]:
-        given = [values[name] if name in values else self._defaults[name] for name in self._names]
-        return [
-            value if binder is None else binder(value)
-            for value, binder in zip(given, self._binders, strict=True)
-        ]
-
-    def _read(self, found: Any) -> Any:
-        return self._row(
-            *(
-                value if reader is None else reader(value)
-                for value, reader in zip(found, self._readers, strict=True)
-            )
-        )
 
 
 def open_inline_reader(args: list[Any], options: dict[str, Any]) -> sqlite3.Connection:

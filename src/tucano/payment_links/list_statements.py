@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 
 from tucano.brazil.documents import normalize_document
-from tucano.db.sqlite_inline import CompiledSqliteRead
+from tucano.db.compiled_reads import CompiledRead, compiled_read
 from tucano.payment_links import totals
 from tucano.payment_links.link_filters import (
     LinkFilters,
@@ -160,15 +160,15 @@ def _total_of(total: Any) -> Any:
 
 
 @lru_cache(maxsize=512)
-def list_on_sqlite(shape: ListShape) -> tuple[CompiledSqliteRead, CompiledSqliteRead]:
-    """list_statements(shape), compiled to run straight on the event loop's read connection."""
+def compiled_list(shape: ListShape) -> tuple[CompiledRead, CompiledRead]:
+    """list_statements(shape), compiled to run straight on the driver's connection."""
     statements = list_statements(shape)
     row = NamedTuple(  # type: ignore[misc]  # the page's columns, by name
         "ListedLink", [(column.name, Any) for column in statements.page.selected_columns]
     )
     return (
-        CompiledSqliteRead(statements.page, row),
-        CompiledSqliteRead(statements.total, _total_of),
+        compiled_read(shape.dialect, statements.page, row),
+        compiled_read(shape.dialect, statements.total, _total_of),
     )
 
 

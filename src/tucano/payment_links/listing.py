@@ -15,7 +15,7 @@ from tucano.core.paging import PageRequest
 from tucano.db.database import Database
 from tucano.payment_links.link_filters import LinkFilters
 from tucano.payment_links.list_statements import (
-    list_on_sqlite,
+    compiled_list,
     list_statements,
     shape_and_values,
     tally_statement,
@@ -40,33 +40,31 @@ async def list_links(
     page: PageRequest,
 ) -> tuple[list[tuple[Any, PaymentView | None]], int]:
     """One page of the customer's matched links with their payments (rows with the links'
-    column names, as `read_link` gives), and how many links match in all. Read through
-    SQLAlchemy Core on a read connection: no ORM session, whose machinery costs more here than
-    building the rows."""
+    column names, as `read_link` gives), and how many links match in all. Read by statements
+    compiled once per shape, straight on the driver's connection: SQLAlchemy's execution
+    machinery costs more here than building the rows."""
     shape, values = shape_and_values(database.dialect, customer_id, filters, clock.now(), sort)
     values |= {"offset": page.offset, "limit": page.size}
-    if database.dialect == "sqlite" and page.offset < DEEP_OFFSET:
-        # On the loop's thread; a deep page steps over its offset for a while, so it does not.
-        listed, total = list_on_sqlite(shape)
-        rows = listed.all(database.inline_sqlite(), values)
-        if rows:
-            return [(row, payment_view_of(row)) for row in rows], int(rows[0].matched_total)
-        return [], int(total.first(database.inline_sqlite(), values) or 0)
-    statements = list_statements(shape)
-    engine = database.read_engine if page.offset < DEEP_OFFSET else database.bulk_read_engine
-    async with engine.connect() as connection:
-        if page.offset >= DEEP_OFFSET:
-            # Far down, the total first: a page past the end is then answered without stepping
-            # over every matching link to find it empty.
-            counted = int(await connection.scalar(statements.total, values) or 0)
-            if page.offset >= counted:
-                return [], counted
+    if page.offset < DEEP_OFFSET:
         # The page and the total in one statement: one round trip, and on PostgreSQL one
         # snapshot, so a link created or paid meanwhile cannot make them disagree.
+        listed, total = compiled_list(shape)
+        async with database.compiled_read_connection() as connection:
+            rows = await listed.all(connection, values)
+            if rows:
+                return [(row, payment_view_of(row)) for row in rows], int(rows[0].matched_total)
+            # Past the last page (or nothing matches): the total alone.
+            return [], int(await total.first(connection, values) or 0)
+    # A deep page steps over its offset for a while: off SQLite's loop thread, and the total
+    # first, so that a page past the end is answered without stepping over every link.
+    statements = list_statements(shape)
+    async with database.bulk_read_engine.connect() as connection:
+        counted = int(await connection.scalar(statements.total, values) or 0)
+        if page.offset >= counted:
+            return [], counted
         rows = (await connection.execute(statements.page, values)).all()
         if rows:
             return [(row, payment_view_of(row)) for row in rows], int(rows[0].matched_total)
-        # Past the last page (or nothing matches): the total alone.
         return [], int(await connection.scalar(statements.total, values) or 0)
 
 

@@ -13,8 +13,8 @@ from sqlalchemy.dialects.postgresql import asyncpg as postgresql_asyncpg
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.core.errors import ErrorCode, NotFound
+from tucano.db.compiled_reads import CompiledSqliteRead
 from tucano.db.database import Database
-from tucano.db.sqlite_inline import CompiledSqliteRead
 from tucano.payment_links.models import Payment, PaymentLink
 from tucano.payment_links.schemas import PaymentView
 
@@ -146,7 +146,7 @@ async def read_link(
     if database.dialect == "postgresql":
         row = await database.coalesced(_read_links_on_postgres).get((customer_id, link_uuid))
     else:
-        row = _READ_LINK_ON_SQLITE.first(
+        row = await _READ_LINK_ON_SQLITE.first(
             database.inline_sqlite(), {"link_uuid": link_uuid, "customer": customer_id}
         )
     if row is None:

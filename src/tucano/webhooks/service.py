@@ -18,8 +18,8 @@ from tucano.core.clock import clock
 from tucano.core.errors import BadRequest, Conflict, ErrorCode, NotFound
 from tucano.core.paging import PageRequest
 from tucano.db.bulk import in_parts
+from tucano.db.compiled_reads import CompiledRead, compiled_read
 from tucano.db.database import Database, call_after_commit
-from tucano.db.sqlite_inline import CompiledSqliteRead
 from tucano.events.types import EventType
 from tucano.webhooks.changes import (
     WEBHOOK_CHANNEL,
@@ -91,9 +91,13 @@ class _CountRow(NamedTuple):
     total: int
 
 
-# On SQLite, the same statements straight on the event loop's read connection.
-_LISTED_ON_SQLITE = {
-    by_type: (CompiledSqliteRead(page, _ListedRow), CompiledSqliteRead(count, _CountRow))
+# The same statements straight on the driver's connection, per database and filter.
+_LISTED_COMPILED: dict[tuple[str, bool], tuple[CompiledRead, CompiledRead]] = {
+    (dialect, by_type): (
+        compiled_read(dialect, page, _ListedRow),
+        compiled_read(dialect, count, _CountRow),
+    )
+    for dialect in ("sqlite", "postgresql")
     for by_type, (page, count) in _LISTED.items()
 }
 
@@ -113,21 +117,14 @@ async def list_webhooks(
         "offset": page.offset,
         "limit": page.size,
     }
-    if database.dialect == "sqlite":
-        page_on_sqlite, count_on_sqlite = _LISTED_ON_SQLITE[event_type is not None]
-        listed = page_on_sqlite.all(database.inline_sqlite(), parameters)
+    page_read, count_read = _LISTED_COMPILED[database.dialect, event_type is not None]
+    async with database.compiled_read_connection() as connection:
+        listed = await page_read.all(connection, parameters)
         if listed:
             return listed, int(listed[0].matched_total)
-        counted = count_on_sqlite.first(database.inline_sqlite(), parameters)
-        return [], int(counted.total if counted else 0)
-    page_statement, count_statement = _LISTED[event_type is not None]
-    async with database.read_engine.connect() as connection:
-        rows = (await connection.execute(page_statement, parameters)).all()
-        if rows:
-            return rows, int(rows[0].matched_total)
         # Past the last page (or none): the total alone.
-        total = await connection.scalar(count_statement, parameters)
-    return [], int(total or 0)
+        counted = await count_read.first(connection, parameters)
+    return [], int(counted.total if counted else 0)
 
 
 async def get_webhook(
