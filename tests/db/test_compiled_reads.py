@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from itertools import count
 
 import pytest
+from sqlalchemy import bindparam, select
 
 from tucano.db.compiled_reads import compiled_read
 from tucano.db.database import Database
@@ -66,14 +67,18 @@ async def test_a_compiled_read_reads_every_row(database: Database) -> None:
     async with database.session() as session:
         session.add_all(links)
         await session.commit()
-    listed = compiled_read(
-        database.dialect,
-        reads._READ_LINK.where(reads.LINKS.c.customer_id == customer),
-        reads._LinkRow,
+    customers_links = (
+        select(*reads.LINKS.c, *reads.PAYMENT_VIEW)
+        .outerjoin(reads.PAYMENTS, reads.PAYMENTS.c.link_id == reads.LINKS.c.id)
+        .where(reads.LINKS.c.customer_id == bindparam("customer"))
+        .order_by(reads.LINKS.c.id)
     )
+    listed = compiled_read(database.dialect, customers_links, reads._LinkRow)
     async with database.compiled_read_connection() as connection:
-        rows = await listed.all(connection, {"link_uuid": links[1].uuid, "customer": customer})
-    assert [row.uuid for row in rows] == [links[1].uuid]
+        rows = await listed.all(connection, {"customer": customer})
+        others = await listed.all(connection, {"customer": next(_customers)})
+    assert [row.uuid for row in rows] == [link.uuid for link in links]
+    assert others == []
 
 
 async def test_a_read_given_up_part_way_leaves_its_connection_usable(database_url: str) -> None:
