@@ -197,17 +197,17 @@ async def test_pruning_removes_old_history_only(private_database: Database) -> N
 
 
 async def test_the_backlog_counts_what_is_due_and_ages_the_oldest(
-    private_database: Database,
+    empty_database: Database,
 ) -> None:
-    assert await delivery_backlog(private_database) == (0, 0.0)
+    assert await delivery_backlog(empty_database) == (0, 0.0)
     customer = new_customer_id()
-    await add_webhook(private_database, customer)
+    await add_webhook(empty_database, customer)
     with clock.freeze() as frozen:
         published_at = clock.now()
         for _ in range(4):
-            await publish(private_database, customer)
-        held = await claim(private_database, customer)
-        async with private_database.session() as session:
+            await publish(empty_database, customer)
+        held = await claim(empty_database, customer)
+        async with empty_database.session() as session:
             # One a retry due later, one a retry due a minute before the others were published.
             await session.execute(
                 update(Delivery)
@@ -221,7 +221,7 @@ async def test_the_backlog_counts_what_is_due_and_ages_the_oldest(
             )
             await session.commit()
         frozen.advance(timedelta(seconds=30))
-        backlog = await delivery_backlog(private_database)
+        backlog = await delivery_backlog(empty_database)
     # Claimed and not recorded is still due: the worker is behind on it.
     assert backlog.due == 3
     assert backlog.oldest_due_age_seconds == 90.0

@@ -3,7 +3,7 @@ of up to 500 in one transaction (decisions.md, "Publishing events in batches")."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
@@ -78,7 +78,7 @@ async def publish_event(
         events,
         idempotency_key,
         answer=lambda published: EventAccepted.of(published[0]),
-        fingerprints=(
+        fingerprints=lambda: (
             service.publication_fingerprint(events[0]),
             earlier_publication_fingerprint(events[0]),
         ),
@@ -116,7 +116,7 @@ async def publish_event_batch(
         events,
         idempotency_key,
         answer=lambda published: EventsAccepted(events=[EventAccepted.of(e) for e in published]),
-        fingerprints=(service.batch_fingerprint(events),),
+        fingerprints=lambda: (service.batch_fingerprint(events),),
     )
 
 
@@ -145,7 +145,7 @@ async def _publish(
     idempotency_key: str | None,
     *,
     answer: Any,
-    fingerprints: tuple[str, ...],
+    fingerprints: Callable[[], tuple[str, ...]],
 ) -> Response:
     if len(request.headers.getlist("idempotency-key")) > 1:
         raise BadRequest("Idempotency-Key: give it once")
@@ -154,7 +154,7 @@ async def _publish(
     body, replayed = await service.publish_once(
         database,
         events,
-        idempotency=service.IdempotentPublication(client_id, idempotency_key, *fingerprints),
+        idempotency=service.IdempotentPublication(client_id, idempotency_key, *fingerprints()),
         answer=lambda published: json_codec.dumps(answer(published)),
     )
     return Response(
