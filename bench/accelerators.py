@@ -105,7 +105,14 @@ def operations(database: Database, link_uuids: list[uuid.UUID]) -> dict[str, tup
     webhooks = {True: WebhookRepository, False: PlainWebhooks}
     deliveries = {True: DeliveryRepository, False: PlainDeliveries}
     body = PaymentLinkCreate.model_validate(
-        {"payerName": "Maria", "registrationNumber": "52998224725", "amount": Decimal("150.25")}
+        {
+            "payerName": "Maria da Silva",
+            "registrationNumber": "52998224725",
+            "amount": Decimal("150.25"),
+            "numbersInstallments": 3,
+            "expirationDays": 5,
+            "userReference": "bench",
+        }
     )
     today = datetime.now(UTC)
     filters = LinkFilters(start=today.replace(hour=0, minute=0, second=0, microsecond=0), end=today)
