@@ -43,7 +43,8 @@ async def test_a_client_over_its_limit_gets_429_with_retry_after_and_the_error_b
 async def test_a_client_over_its_limit_costs_no_database_work(
     database_url: str, database: Database
 ) -> None:
-    async with serving(make_settings(database_url, rate_limit="2/second"), database) as service:
+    # A minute's budget: a window that rolled over mid-test would let a request through.
+    async with serving(make_settings(database_url, rate_limit="2/minute"), database) as service:
         merchant = await service.merchant()
         while (await merchant.get(LIST)).status_code != 429:
             pass

@@ -5,13 +5,24 @@ application's state; routes declare what they need by type."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.config import Settings
 from tucano.db.database import Database
+
+T = TypeVar("T")
+
+
+def made_at_start(request: Request, name: str, kind: type[T]) -> T:
+    """The object app.py made at start-up under `name`, for a dependency that already takes the
+    request: one level of FastAPI's dependency resolution less than asking for it by type."""
+    found = getattr(request.app.state, name)
+    if not isinstance(found, kind):
+        raise TypeError(f"app.state.{name} is a {type(found).__name__}, not a {kind.__name__}")
+    return found
 
 
 def provided(name: str) -> Callable[[Request], Awaitable[Any]]:

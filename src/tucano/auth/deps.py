@@ -10,7 +10,7 @@ from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
 from fastapi.security.base import SecurityBase
 
 from tucano.api.dependencies import refuse_repeated_query_parameters
-from tucano.api.deps import provided
+from tucano.api.deps import made_at_start, provided
 from tucano.api.rate_limits import RateLimits
 from tucano.auth.service import RevokedClients
 from tucano.auth.tokens import InvalidToken, Principal, Scope, decode_access_token
@@ -71,11 +71,9 @@ class RequireScope(SecurityBase):
             description="An access token from POST /oauth/v1/token (client credentials).",
         )
 
-    async def __call__(
-        self,
-        request: Request,
-        callers: CallersDep,
-    ) -> Principal:
+    async def __call__(self, request: Request) -> Principal:
+        # Not a CallersDep: every authenticated request would pay a level of resolution for it.
+        callers = made_at_start(request, "callers", Callers)
         principal = current_principal(request, callers)
         # Before any session opens (the caller is each handler's first dependency): no query.
         retry_after = await callers.rate_limits.client_retry_after(principal.client_id)

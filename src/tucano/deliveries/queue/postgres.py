@@ -82,7 +82,9 @@ _OUTCOME = """o(
     gone_status text, gone_error_message text, gone_next_attempt_at timestamptz)"""
 # Results are inserted with their hour counts; deliveries move on only where this worker still
 # holds the claim (a retry gets its next time, a finished delivery leaves the queue). `locked`:
-# the batch's deliveries in id order, as a webhook's deletion locks them (no deadlock).
+# the batch's deliveries in id order, as a webhook's deletion locks them (no deadlock). The
+# update names its rows by `= ANY(ARRAY(...))` too: a lookup by key per row, where a join on the
+# CTE's guessed size could scan the whole queue.
 _RECORD = f"""
 WITH outcome AS MATERIALIZED (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS {_OUTCOME}
@@ -122,6 +124,8 @@ UPDATE deliveries AS d
        lease_until = NULL, updated_at = $2
   FROM result AS r
  WHERE d.id = r.delivery_id AND r.held AND NOT r.gone AND r.next_attempt_at IS NOT NULL
+   AND d.id = ANY(ARRAY(SELECT delivery_id FROM result
+                         WHERE held AND NOT gone AND next_attempt_at IS NOT NULL))
 """  # noqa: S608 - our own constants
 
 
