@@ -158,15 +158,24 @@ def _recorded(outcome: Outcome) -> dict[str, object]:
 # The webhooks' health (health.next_health decides it): their rows locked in id order, as other
 # workers' records lock them, and the new values set in one statement.
 _HEALTH = """
-SELECT id, last_success_at, failing_since FROM webhooks
- WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE
+SELECT id, last_success_at, failing_since FROM webhooks WHERE id = ANY($1::bigint[])
 """
+# Compare and set, without a transaction around the read: a webhook another worker changed in
+# between is left out (and read again), and the rows are locked in id order, as a deletion
+# locks them, so two workers never deadlock.
 _SET_HEALTH = """
+WITH locked AS (
+    SELECT id FROM webhooks WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE
+)
 UPDATE webhooks AS w SET last_success_at = h.last_success_at, failing_since = h.failing_since
-  FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[])
-       AS h(id, last_success_at, failing_since)
- WHERE w.id = h.id
+  FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[],
+              $5::timestamptz[]) AS h(id, last_success_at, failing_since, was_success, was_failing)
+  JOIN locked ON locked.id = h.id
+ WHERE w.id = h.id AND w.last_success_at IS NOT DISTINCT FROM h.was_success
+   AND w.failing_since IS NOT DISTINCT FROM h.was_failing
+RETURNING w.id
 """
+HEALTH_TRIES = 3
 
 
 class PostgresQueue(SqlQueue):
@@ -219,16 +228,18 @@ class PostgresQueue(SqlQueue):
 
     async def record_health(self, health: Sequence[DeliveryHealth]) -> None:
         batch = {h.webhook_id: h for h in health}
-        if not batch:
-            return
-        async with driver_connection(self.database) as connection, connection.transaction():
-            changed = []
-            for row in await connection.fetch(_HEALTH, sorted(batch)):
-                stored = (row["last_success_at"], row["failing_since"])
-                health_now = next_health(*stored, batch[row["id"]])
-                if health_now != stored:
-                    changed.append((row["id"], *health_now))
-            if changed:
-                await connection.execute(
-                    _SET_HEALTH, *(list(values) for values in zip(*changed, strict=True))
-                )
+        for _ in range(HEALTH_TRIES):
+            if not batch:
+                return
+            async with driver_connection(self.database) as connection:
+                changed = []
+                for row in await connection.fetch(_HEALTH, sorted(batch)):
+                    stored = (row["last_success_at"], row["failing_since"])
+                    health_now = next_health(*stored, batch[row["id"]])
+                    if health_now != stored:
+                        changed.append((row["id"], *health_now, *stored))
+                if not changed:
+                    return
+                columns = [list(values) for values in zip(*sorted(changed), strict=True)]
+                applied = {row["id"] for row in await connection.fetch(_SET_HEALTH, *columns)}
+            batch = {c[0]: batch[c[0]] for c in changed if c[0] not in applied}
