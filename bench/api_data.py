@@ -17,8 +17,14 @@ from sqlalchemy.engine.url import make_url
 from tucano.db.database import Database
 from tucano.db.engines import connect_asyncpg
 from tucano.events.types import EventType
-from tucano.payment_links import totals
-from tucano.payment_links.creation import LINK_COLUMNS
+from tucano.payment_links.totals_repository import DayTotalRepository
+
+# The columns of a loaded link, in the order today_links gives them.
+LINK_COLUMNS = (
+    *("uuid", "customer_id", "payer_name", "registration_number", "amount_cents"),
+    *("numbers_installments", "description", "user_reference", "expiration_days"),
+    *("verification_token", "status", "created_at", "expires_at", "autopay_at", "pix_txid"),
+)
 
 # A tenth of the loaded links are paid: their payments, from the links themselves.
 _PAYMENTS = """
@@ -139,7 +145,7 @@ async def rebuild_day_totals(database_url: str) -> None:
     database = Database(database_url)
     try:
         async with database.session() as session:
-            await totals.rebuild(session)
+            await DayTotalRepository(session).rebuild()
             await session.commit()
     finally:
         await database.dispose()

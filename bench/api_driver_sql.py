@@ -1,6 +1,6 @@
 """The statements Tucano runs for the operations `bench/api.py` measures, written out by hand for
 the driver ceiling (bench/api_driver.py): the same tables, filters, joins and counts as
-payment_links/reads.py, listing.py, creation.py and webhooks/service.py emit, with `:name`
+the repositories of payment_links/ and webhooks/ emit, with `:name`
 parameters (sqlite3's style; `numbered` turns them into asyncpg's `$n`)."""
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from bench.payment_links import latency_text, print_latency_rows
 from bench.served import postgres_url
 from tucano.db.database import Database
 from tucano.db.engines import connect_asyncpg
-from tucano.deliveries.backlog import delivery_backlog
+from tucano.deliveries.service import delivery_backlog
 from tucano.migrations import upgrade
 
 
@@ -80,8 +80,8 @@ async def main() -> None:
         database = Database(database_url)
 
         async def select_one() -> None:
-            async with database.read_engine.connect() as connection:
-                await connection.execute(text("SELECT 1"))
+            async with database.read_session() as session:
+                await session.execute(text("SELECT 1"))
 
         try:
             loaded = 0

@@ -28,6 +28,10 @@ same placement. Left to the operating system, results read lower and vary more.
 Beside each rate: this process's CPU time per delivery, and how busy each side's CPU was (from
 /proc/stat), so that a run shows whether this process or the machine was the limit.
 
+`--databases postgresql-plain` adds a row for PostgreSQL on the plain queue (`SqlQueue`, the
+SQLAlchemy statements SQLite runs) instead of the tuned one (`PostgresQueue`): what the tuning
+saves, in the same run.
+
 Every database gets a fresh schema (a temporary SQLite file; a new PostgreSQL database beside the
 one named, dropped afterwards).
 """
@@ -60,7 +64,8 @@ from tucano.core import json_codec
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.db.engines import connect_asyncpg
-from tucano.deliveries import outbox
+from tucano.deliveries import service as deliveries
+from tucano.deliveries.queue.sql import SqlQueue
 from tucano.deliveries.worker.loop import DeliveryWorker
 from tucano.events.samples import sample_payload
 from tucano.events.types import EventType
@@ -370,9 +375,9 @@ async def publish(
 ) -> None:
     """Events in one transaction through the outbox (`publish_events`)."""
     async with database.session() as session:
-        published = await outbox.publish_events(
+        published = await deliveries.publish_events(
             session,
-            [outbox.NewEvent(CUSTOMER_ID, EventType.PIX_OUTBOUND, p) for p in payloads],
+            [deliveries.NewEvent(CUSTOMER_ID, EventType.PIX_OUTBOUND, p) for p in payloads],
         )
         await session.commit()
     now = time.time()
@@ -428,7 +433,8 @@ async def run_engine(
         stop = asyncio.Event()
         started = time.time()
         meter = Meter(receivers.placement)
-        worker = asyncio.create_task(DeliveryWorker(database, settings).run(stop))
+        queue = SqlQueue(database) if kind == "postgresql-plain" else None
+        worker = asyncio.create_task(DeliveryWorker(database, settings, queue=queue).run(stop))
         arrived = await receivers.wait_for(http, events * fan_out, within=300)
         cpu, busy = meter.read()
         last = max(t for _, t in arrived)
@@ -481,7 +487,11 @@ def databases_to_run(requested: str) -> tuple[str | None, list[str]]:
     pg_url = os.environ.get("TUCANO_BENCH_DATABASE_URL") or os.environ.get(
         "TUCANO_TEST_DATABASE_URL"
     )
-    kinds = [k for k in requested.split(",") if k == "sqlite" or (k == "postgresql" and pg_url)]
+    kinds = [
+        k
+        for k in requested.split(",")
+        if k == "sqlite" or (k in ("postgresql", "postgresql-plain") and pg_url)
+    ]
     return pg_url, kinds
 
 
@@ -510,7 +520,9 @@ async def main() -> None:
     parser.add_argument("--receivers", type=int, default=4, help="receivers (one webhook each)")
     parser.add_argument("--seconds", type=float, default=10, help="length of the paced run")
     parser.add_argument(
-        "--databases", default="sqlite,postgresql", help="comma-separated: sqlite, postgresql"
+        "--databases",
+        default="sqlite,postgresql",
+        help="comma-separated: sqlite, postgresql, postgresql-plain (PostgreSQL, plain queue)",
     )
     parser.add_argument(
         "--paced-share",
@@ -541,7 +553,7 @@ async def main() -> None:
                             kind, url, receivers, args.events, paced_rate, args.seconds
                         )
                 finally:
-                    if kind == "postgresql" and pg_url:
+                    if kind.startswith("postgresql") and pg_url:
                         await drop_scratch_database(pg_url, url)
         last = await ceiling(receivers, args.events, "last")
         rows.append(last)

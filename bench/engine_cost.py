@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import ipaddress
 import os
 import tempfile
@@ -35,6 +34,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import aiohttp
@@ -53,10 +53,11 @@ from bench.deliveries import (
     run,
 )
 from tucano.core import json_codec
-from tucano.deliveries import queue
-from tucano.deliveries.models import DeliveryResult
+from tucano.deliveries.models import DeliveryResult, ResultStatus
+from tucano.deliveries.queue import queue_for
+from tucano.deliveries.queue.backend import Claim, ClaimedDelivery, Outcome
 from tucano.deliveries.worker.loop import DeliveryWorker
-from tucano.deliveries.worker.sender import Sender, SendResult
+from tucano.deliveries.worker.sender import Sender
 from tucano.events.samples import sample_payload
 from tucano.events.types import EventType
 from tucano.runtime import tune_garbage_collector
@@ -66,6 +67,27 @@ from tucano.webhooks.signing import delivery_headers
 
 WEBHOOKS = 4
 Headers = dict[str, str]
+
+
+def to(url: str, body: bytes) -> ClaimedDelivery:
+    """A claimed delivery of `body` to `url`, for the Sender alone."""
+    now = datetime.now(UTC)
+    return ClaimedDelivery(
+        delivery_id=1,
+        claim_token="bench",
+        event_id="evt_bench",
+        event_type="PIX_OUTBOUND",
+        customer_id=1,
+        webhook_id=1,
+        attempt=1,
+        payload=body,
+        lease_until=now + timedelta(hours=1),
+        event_created_at=now,
+        target_url=url,
+        webhook_active=True,
+        subscribed_to="PIX_OUTBOUND",
+        signing_secrets=(),
+    )
 
 
 async def cpu_per_post(
@@ -102,7 +124,11 @@ async def sender_cost(urls: list[str], posts: int, body: bytes, headers: Headers
         max_connections=CONCURRENCY,
     )
     try:
-        post = functools.partial(sender.send, body=body, headers=headers, now=datetime.now(UTC))
+        now = datetime.now(UTC)
+
+        async def post(url: str) -> None:
+            await sender.send(to(url, body), headers=headers, now=now)
+
         return await cpu_per_post(post, urls, posts)
     finally:
         await sender.close()
@@ -135,9 +161,12 @@ async def engine_cost(url: str, events: int) -> tuple[float, float]:
     for start in range(0, events, 100):
         await publish(database, burst[start : start + 100], {})
 
-    async def answered(*_args: object, **_kwargs: object) -> SendResult:
+    async def answered(_sender: object, claimed: ClaimedDelivery, **kwargs: Any) -> Outcome:
         await asyncio.sleep(0)  # a turn of the event loop, as an answer would take
-        return SendResult(200, "ok", None, 1)
+        return Outcome(
+            claimed, ResultStatus.SUCCESS, claimed.target_url or "", 200, "ok", None, 1,
+            kwargs["now"], None,
+        )  # fmt: skip
 
     expected = events * WEBHOOKS
     stop = asyncio.Event()
@@ -167,36 +196,39 @@ async def worker_without_database_cost(url: str, receivers: Receivers, events: i
         await publish(database, burst[start : start + 100], {})
     expected = events * WEBHOOKS
     claimed = (
-        await queue.claim_due_deliveries(
-            database,
+        await queue_for(database).claim(
             secret_store=await load_secret_store(settings, database),
             limit=expected,
             lease=timedelta(hours=1),
         )
     ).deliveries
 
-    async def from_memory(_database: object, *, limit: int, **_filters: object) -> queue.Claim:
-        await asyncio.sleep(0)  # a turn of the event loop, as a statement would take
-        taken = claimed[:limit]
-        del claimed[:limit]
-        return queue.Claim(taken, more_due=bool(claimed))
+    class FromMemory:
+        """Claims answered from `claimed`, outcomes dropped."""
 
-    async def dropped(_database: object, _outcomes: object) -> None:
-        return None
+        async def claim(self, *, limit: int, **_filters: object) -> Claim:
+            await asyncio.sleep(0)  # a turn of the event loop, as a statement would take
+            taken = claimed[:limit]
+            del claimed[:limit]
+            return Claim(taken, more_due=bool(claimed))
+
+        async def record(self, _outcomes: object) -> None:
+            return None
+
+        async def release(self, _claims: object, **_kwargs: object) -> list[ClaimedDelivery]:
+            return []
 
     stop = asyncio.Event()
-    with (
-        mock.patch.object(queue, "claim_due_deliveries", from_memory),
-        mock.patch.object(queue, "record_outcomes", dropped),
-    ):
-        async with aiohttp.ClientSession() as http:
-            await receivers.arrivals(http)  # what earlier measurements left there
-            cpu = time.process_time()
-            worker = asyncio.create_task(DeliveryWorker(database, settings).run(stop))
-            arrived = await receivers.wait_for(http, expected, within=300)
-            cpu = time.process_time() - cpu
-            stop.set()
-            await worker
+    async with aiohttp.ClientSession() as http:
+        await receivers.arrivals(http)  # what earlier measurements left there
+        cpu = time.process_time()
+        worker = asyncio.create_task(
+            DeliveryWorker(database, settings, queue=FromMemory()).run(stop)
+        )
+        arrived = await receivers.wait_for(http, expected, within=300)
+        cpu = time.process_time() - cpu
+        stop.set()
+        await worker
     await database.dispose()
     assert len(arrived) == expected, f"{len(arrived)} of {expected} deliveries arrived"
     return cpu / expected * 1e6

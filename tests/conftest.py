@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -52,19 +53,35 @@ async def database(database_url: str) -> AsyncIterator[Database]:
     await db.dispose()
 
 
+@asynccontextmanager
+async def migrated_database(kind: str, tmp_root: Path) -> AsyncIterator[Database]:
+    url = await fresh_database_url(kind, tmp_root)
+    await asyncio.to_thread(upgrade, url)
+    db = Database(url)
+    try:
+        yield db
+    finally:
+        await db.dispose()
+        if kind == "postgresql":
+            await drop_scratch_database(POSTGRES_URL, url)
+
+
 @pytest.fixture(scope="module", params=database_params())
 async def private_database(
     request: pytest.FixtureRequest, tmp_root: Path
 ) -> AsyncIterator[Database]:
     """A migrated database of each kind for one module alone: no worker of another test claims
     from its queue."""
-    url = await fresh_database_url(request.param, tmp_root)
-    await asyncio.to_thread(upgrade, url)
-    db = Database(url)
-    yield db
-    await db.dispose()
-    if request.param == "postgresql":
-        await drop_scratch_database(POSTGRES_URL, url)
+    async with migrated_database(request.param, tmp_root) as db:
+        yield db
+
+
+@pytest.fixture(params=database_params())
+async def empty_database(request: pytest.FixtureRequest, tmp_root: Path) -> AsyncIterator[Database]:
+    """A migrated database of each kind for one test alone, for what counts every customer's
+    rows."""
+    async with migrated_database(request.param, tmp_root) as db:
+        yield db
 
 
 @pytest.fixture(scope="session")

@@ -117,3 +117,22 @@ async def test_the_grafana_dashboard_queries_only_metrics_the_service_serves(
     }
     assert len(queried) >= 6
     assert queried <= served, queried - served
+
+
+def test_the_files_the_docs_name_exist() -> None:
+    """A module, test or benchmark named by its path in the README or docs/ is there."""
+    named = {
+        (doc.name, path)
+        for doc in (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
+        for path in re.findall(r"\b(?:src/tucano|tests|bench)/[\w/]+\.py\b", doc.read_text())
+    }
+    assert named
+    assert sorted((doc, path) for doc, path in named if not (ROOT / path).is_file()) == []
+
+
+def test_the_delivery_walk_names_modules_that_exist() -> None:
+    """Each step of architecture.md's delivery path names a module of src/tucano/."""
+    walk = (ROOT / "docs" / "architecture.md").read_text().split("## The delivery path")[1]
+    steps = re.findall(r"^\d+\. \*\*`([\w/]+\.py)`\*\*", walk.split("\n## ")[0], re.M)
+    assert len(steps) >= 8
+    assert [step for step in steps if not (ROOT / "src" / "tucano" / step).is_file()] == []

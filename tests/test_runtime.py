@@ -50,7 +50,7 @@ def test_slow_attempts_keep_to_half_the_open_files_a_worker_may_have() -> None:
         "from tucano.deliveries.worker.loop import DeliveryWorker; "
         "s = Settings(_env_file=None, database_url='sqlite+aiosqlite:///unused.db', "
         "delivery_concurrency=64); "
-        "print(DeliveryWorker(Database(s.database_url), s).max_slow_attempts)"
+        "print(DeliveryWorker(Database(s.database_url), s).senders.max_slow_attempts)"
     )
     # 400 open files: 200 for the worker's sockets, 64 of them its pool's.
     assert run_with_soft_limit(400, code) == "136"

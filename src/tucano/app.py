@@ -13,21 +13,26 @@ from tucano.api.docs_pages import OPENAPI_URL, add_docs
 from tucano.api.edge import EdgeMiddleware
 from tucano.api.errors import install_error_handlers
 from tucano.api.rate_limits import RateLimits
+from tucano.auth.deps import Callers
 from tucano.auth.router import router as auth_router
 from tucano.auth.service import RevokedClients, resolve_secret_key
 from tucano.auth.tokens import derive_key
 from tucano.checkout.card_processor import CardProcessorError, load_card_processor
 from tucano.checkout.csrf import KEY_PURPOSE as CSRF_KEY_PURPOSE
+from tucano.checkout.deps import Checkouts
 from tucano.checkout.rendering import CheckoutHeaders
 from tucano.checkout.router import router as checkout_router
 from tucano.config import ConfigurationError, Settings, load_settings
 from tucano.db.database import Database
-from tucano.deliveries.events_router import router as events_router
 from tucano.deliveries.router import router as deliveries_router
+from tucano.deliveries.router import webhook_deletion
+from tucano.health.router import router as health_router
+from tucano.ingest.router import router as events_router
 from tucano.jobs import run_background
+from tucano.metrics.router import router as metrics_router
 from tucano.openapi import document_deliveries, openapi_document, operation_id
-from tucano.operations import router as operations_router
 from tucano.payment_links.checkout_tokens import KEY_PURPOSE as CHECKOUT_KEY_PURPOSE
+from tucano.payment_links.deps import PaymentLinks
 from tucano.payment_links.router import router as payment_links_router
 from tucano.webhooks.router import router as webhooks_router
 from tucano.webhooks.secret_store import WebhookSecretStore
@@ -61,24 +66,35 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # What routes are given by their typed dependencies (api.deps.provided), by name.
         db = database or Database(settings.database_url)
         app.state.database = db
         secret_key = await resolve_secret_key(settings, db)
-        app.state.access_token_key = derive_key(secret_key, "access-token")
-        app.state.checkout_key = derive_key(secret_key, CHECKOUT_KEY_PURPOSE)
-        app.state.csrf_key = derive_key(secret_key, CSRF_KEY_PURPOSE)
+        checkout_key = derive_key(secret_key, CHECKOUT_KEY_PURPOSE)
+        app.state.payment_links = PaymentLinks.of(settings, db, checkout_key)
         app.state.webhook_secret_store = WebhookSecretStore.of(secret_key, settings)
         # Checkout tokens in links payers hold outlive a change of key; access tokens do not.
-        app.state.checkout_keys = [
-            app.state.checkout_key,
-            *(
-                derive_key(key.get_secret_value().encode(), CHECKOUT_KEY_PURPOSE)
-                for key in settings.previous_secret_keys
-            ),
-        ]
+        app.state.checkouts = Checkouts.of(
+            settings,
+            db,
+            csrf_key=derive_key(secret_key, CSRF_KEY_PURPOSE),
+            keys=[
+                checkout_key,
+                *(
+                    derive_key(key.get_secret_value().encode(), CHECKOUT_KEY_PURPOSE)
+                    for key in settings.previous_secret_keys
+                ),
+            ],
+            card_processor=card_processor,
+        )
         # Here, not in create_app: a Redis client belongs to the event loop that serves.
-        rate_limits = app.state.rate_limits = RateLimits(settings)
-        revoked = app.state.revoked_clients = RevokedClients()
+        rate_limits = RateLimits(settings)
+        revoked = RevokedClients()
+        app.state.callers = Callers(
+            access_token_key=derive_key(secret_key, "access-token"),
+            revoked_clients=revoked,
+            rate_limits=rate_limits,
+        )
         await revoked.refresh_at_start(db)
         stop = asyncio.Event()
         watch_revocations = asyncio.create_task(
@@ -117,7 +133,7 @@ def create_app(
     )
     app.state.settings = settings
     try:
-        app.state.card_processor = load_card_processor(settings)
+        card_processor = load_card_processor(settings)
     except CardProcessorError as exc:
         raise ConfigurationError(str(exc)) from None
     app.add_middleware(
@@ -131,11 +147,13 @@ def create_app(
     app.include_router(auth_router)
     app.include_router(deliveries_router)
     app.include_router(webhooks_router)
+    app.include_router(webhook_deletion)
     app.include_router(events_router)
     app.include_router(payment_links_router)
     app.include_router(checkout_router)
     document_deliveries(app)
-    app.include_router(operations_router)
+    app.include_router(health_router)
+    app.include_router(metrics_router)
     add_docs(app, enabled=settings.docs_are_enabled)
 
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]

@@ -20,12 +20,10 @@ from tucano.core.clock import clock
 from tucano.core.logs import exception_summary
 from tucano.db.database import Database
 from tucano.db.outages import is_database_unavailable
-from tucano.deliveries import cancellation, result_counts, results
-from tucano.deliveries import publication as event_publication
+from tucano.deliveries import service as deliveries
 from tucano.deliveries.worker.loop import DeliveryWorker
-from tucano.payment_links import creation as payment_link_creation
-from tucano.payment_links import payments as payment_link_payments
-from tucano.payment_links import totals as payment_link_totals
+from tucano.ingest import service as ingest
+from tucano.payment_links import service as payment_links
 from tucano.webhooks import service as webhooks
 from tucano.webhooks.secret_store import WebhookSecretStore
 
@@ -54,26 +52,26 @@ def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
         return len(ids)
 
     async def record_abandoned(session: AsyncSession) -> int:
-        return await cancellation.record_abandoned_cancellations(session, now=clock.now())
+        return await deliveries.record_abandoned_cancellations(session, now=clock.now())
 
     async def prune(session: AsyncSession) -> int:
-        return await results.prune_history(
+        return await deliveries.prune_history(
             session, older_than=clock.now() - settings.result_retention
         )
 
     async def prune_keys(session: AsyncSession) -> int:
         now = clock.now()
-        pruned = await payment_link_creation.prune_idempotency_keys(session, now=now)
-        return pruned + await event_publication.prune_event_idempotency_keys(session, now=now)
+        pruned = await payment_links.prune_creation_keys(session, now=now)
+        return pruned + await ingest.prune_publication_keys(session, now=now)
 
     async def autopay(session: AsyncSession) -> int:
-        return await payment_link_payments.run_due_autopayments(session)
+        return await payment_links.run_due_autopayments(session)
 
     async def fold_totals(session: AsyncSession) -> int:
-        return await payment_link_totals.fold_day_changes(session)
+        return await payment_links.fold_day_totals(session)
 
     async def fold_result_counts(session: AsyncSession) -> int:
-        return await result_counts.fold(session)
+        return await deliveries.fold_result_counts(session)
 
     every = settings.maintenance_interval_seconds
     jobs = [

@@ -17,7 +17,7 @@ from tucano.api.dependencies import REQUIRED_TRANSACTION_ID_DESCRIPTION
 from tucano.api.errors import ErrorBody
 from tucano.events.payloads import PAYLOAD_MODELS
 from tucano.events.types import EventType
-from tucano.payment_links.link_filters import SORTABLE
+from tucano.payment_links.filters import SORTABLE
 from tucano.webhooks.schemas import MAX_ID
 
 # Every operation's id, part of the interface: generated clients name their methods after them

@@ -9,12 +9,13 @@ from fastapi.routing import APIRoute
 from tests.support.processes import free_port
 from tests.support.service import Merchant, NoDatabase, assert_error_body, serving
 from tests.support.settings import make_settings, redis_settings
-from tucano.api.sessions import get_read_session, get_session
+from tucano.api.deps import get_read_session, get_session
 from tucano.auth.deps import RequireScope
 from tucano.core.errors import ErrorCode
 from tucano.db.database import Database
-from tucano.deliveries.events_router import router as events
 from tucano.deliveries.router import router as deliveries
+from tucano.deliveries.router import webhook_deletion
+from tucano.ingest.router import router as events
 from tucano.payment_links.router import router as payment_links
 from tucano.webhooks.router import router as webhooks
 
@@ -42,7 +43,8 @@ async def test_a_client_over_its_limit_gets_429_with_retry_after_and_the_error_b
 async def test_a_client_over_its_limit_costs_no_database_work(
     database_url: str, database: Database
 ) -> None:
-    async with serving(make_settings(database_url, rate_limit="2/second"), database) as service:
+    # A minute's budget: a window that rolled over mid-test would let a request through.
+    async with serving(make_settings(database_url, rate_limit="2/minute"), database) as service:
         merchant = await service.merchant()
         while (await merchant.get(LIST)).status_code != 429:
             pass
@@ -96,7 +98,7 @@ async def test_with_redis_unreachable_the_service_answers_and_limits_per_process
 
 def test_every_operation_checks_the_caller_before_it_opens_a_session() -> None:
     checked = 0
-    for router in (webhooks, deliveries, events, payment_links):
+    for router in (webhooks, deliveries, webhook_deletion, events, payment_links):
         for route in router.routes:
             assert isinstance(route, APIRoute)
             calls = [dependency.call for dependency in route.dependant.dependencies]

@@ -20,7 +20,7 @@ from tucano.checkout.rendering import brl
 from tucano.core.clock import clock
 from tucano.core.errors import ErrorCode
 from tucano.db.database import Database
-from tucano.payment_links.schemas import METHOD_CARD, METHOD_PIX
+from tucano.payment_links.domain import METHOD_CARD, METHOD_PIX
 
 BROWSER = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 

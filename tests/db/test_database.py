@@ -1,5 +1,5 @@
-"""The database core's driver-level paths: PostgreSQL's statement pool
-(Database.driver_connection) and work run on SQLite's driver thread (run_on_sqlite)."""
+"""The Database of a process: its sessions on SQLite (one writer, readers that never wait for
+it), its PostgreSQL connections, and outages answered 503 rather than 500."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from tests.support.settings import POSTGRES_URL, make_settings
 from tucano.core.errors import ErrorCode
 from tucano.db.coalesced import CoalescedLookup
 from tucano.db.database import Database
-from tucano.db.sqlite_handover import immediate_transaction, run_on_sqlite
 
 needs_postgres = pytest.mark.skipif(not POSTGRES_URL, reason="TUCANO_TEST_DATABASE_URL not set")
 
@@ -33,67 +32,22 @@ async def sqlite_database(tmp_path: Path) -> AsyncIterator[Database]:
     await database.dispose()
 
 
-def _bodies(connection: sqlite3.Connection) -> list[str]:
-    return [row[0] for row in connection.execute("SELECT body FROM notes ORDER BY body")]
+async def _bodies(database: Database) -> list[str]:
+    async with database.read_session() as session:
+        return list(await session.scalars(text("SELECT body FROM notes ORDER BY body")))
 
 
-async def test_sqlite_work_that_fails_leaves_nothing_behind(sqlite_database: Database) -> None:
-    def write_then_fail(connection: sqlite3.Connection) -> None:
-        with immediate_transaction(connection):
-            connection.execute("INSERT INTO notes VALUES ('half done')")
-            connection.execute("INSERT INTO notes VALUES (NULL)")  # NOT NULL: raises
-
-    with pytest.raises(sqlite3.IntegrityError):
-        await sqlite_database.run_on_sqlite(write_then_fail)
-
-    def write(connection: sqlite3.Connection) -> list[str]:
-        with immediate_transaction(connection):
-            connection.execute("INSERT INTO notes VALUES ('done')")
-        return _bodies(connection)
-
-    # The connection is usable afterwards, and the failed work's row is gone.
-    assert await sqlite_database.run_on_sqlite(write) == ["done"]
-
-
-async def test_sqlite_work_joins_the_session_transaction(sqlite_database: Database) -> None:
-    def write(connection: sqlite3.Connection) -> None:
-        connection.execute("INSERT INTO notes VALUES ('with the session')")
-
-    async with sqlite_database.session() as session:
-        await session.execute(text("INSERT INTO notes VALUES ('through SQLAlchemy')"))
-        await run_on_sqlite(await session.connection(), write)
-        await session.rollback()
-    assert await sqlite_database.run_on_sqlite(_bodies) == []
-
-    async with sqlite_database.session() as session:
-        await session.execute(text("INSERT INTO notes VALUES ('through SQLAlchemy')"))
-        await run_on_sqlite(await session.connection(), write)
-        await session.commit()
-    assert await sqlite_database.run_on_sqlite(_bodies) == [
-        "through SQLAlchemy",
-        "with the session",
-    ]
-
-
-async def test_a_sqlite_transaction_left_open_is_rolled_back_when_its_connection_returns(
+async def test_work_left_unfinished_is_rolled_back_and_holds_no_lock(
     sqlite_database: Database,
 ) -> None:
-    # The pool's own rollback on return is replaced by one only when a transaction is open
-    # (db._on_reset): work that leaves one open must not leak it into the next user.
-    def begin_and_leave_open(connection: sqlite3.Connection) -> None:
-        connection.execute("BEGIN IMMEDIATE")
-        connection.execute("INSERT INTO notes VALUES ('never committed')")
-
-    await sqlite_database.run_on_sqlite(begin_and_leave_open)
-
-    def state(connection: sqlite3.Connection) -> tuple[bool, list[str]]:
-        return connection.in_transaction, _bodies(connection)
-
-    assert await sqlite_database.run_on_sqlite(state) == (False, [])
-    async with sqlite_database.session() as session:  # BEGIN IMMEDIATE would fail if still open
+    # A session closed without a commit (a request that failed half way) must not leak its
+    # writes, nor SQLite's write lock, into the next user of its connection.
+    async with sqlite_database.session() as session:
+        await session.execute(text("INSERT INTO notes VALUES ('never committed')"))
+    async with sqlite_database.session() as session:
         await session.execute(text("INSERT INTO notes VALUES ('next')"))
         await session.commit()
-    assert await sqlite_database.run_on_sqlite(_bodies) == ["next"]
+    assert await _bodies(sqlite_database) == ["next"]
 
 
 async def test_a_request_cancelled_while_waiting_for_the_sqlite_lock_leaves_it_free(
@@ -125,7 +79,7 @@ async def test_a_request_cancelled_while_waiting_for_the_sqlite_lock_leaves_it_f
         other_process.execute("INSERT INTO notes VALUES ('other process')")
         other_process.execute("COMMIT")
         await write("next")
-        assert await database.run_on_sqlite(_bodies) == ["next", "other process"]
+        assert await _bodies(database) == ["next", "other process"]
     finally:
         other_process.close()
         await database.dispose()
@@ -166,19 +120,6 @@ async def test_a_sqlite_read_session_cannot_write(sqlite_database: Database) -> 
 
 @pytest.mark.postgres
 @needs_postgres
-async def test_the_url_options_reach_the_statement_pool() -> None:
-    # SQLAlchemy's spelling of the statement cache size, in the URL an operator writes.
-    database = Database(POSTGRES_URL + "?prepared_statement_cache_size=0")
-    try:
-        async with database.driver_connection() as connection:
-            assert await connection.fetchval("SELECT 41 + 1") == 42
-            assert connection._stmt_cache.get_max_size() == 0
-    finally:
-        await database.dispose()
-
-
-@pytest.mark.postgres
-@needs_postgres
 async def test_no_session_compiles_statements_just_in_time() -> None:
     """JIT compilation cost a claim of the delivery queue 35-70 ms when its estimate crossed
     jit_above_cost; every kind of connection turns it off (with a SET once connected: PgBouncer
@@ -187,45 +128,11 @@ async def test_no_session_compiles_statements_just_in_time() -> None:
     try:
         async with database.session() as session:
             assert (await session.execute(text("SHOW jit"))).scalar() == "off"
-        async with database.read_session() as session:
-            assert (await session.execute(text("SHOW jit"))).scalar() == "off"
         for _ in range(2):  # and still after a return to the pool
-            async with database.driver_connection() as connection:
-                assert await connection.fetchval("SHOW jit") == "off"
+            async with database.read_session() as session:
+                assert (await session.execute(text("SHOW jit"))).scalar() == "off"
         async with database.session() as session:
             assert (await session.execute(text("SHOW jit"))).scalar() == "off"
-    finally:
-        await database.dispose()
-
-
-@pytest.mark.postgres
-@needs_postgres
-async def test_a_transaction_left_open_is_rolled_back_before_reuse() -> None:
-    # The pool skips asyncpg's full reset; its built-in one must still end a transaction.
-    database = Database(POSTGRES_URL, pool_size=1)
-    try:
-        async with database.driver_connection() as connection:
-            await connection.execute("BEGIN")
-            await connection.execute("CREATE TEMP TABLE left_open (x int)")
-        async with database.driver_connection() as connection:
-            assert not connection.is_in_transaction()
-            assert await connection.fetchval("SELECT to_regclass('pg_temp.left_open')") is None
-    finally:
-        await database.dispose()
-
-
-@pytest.mark.postgres
-@needs_postgres
-async def test_concurrent_first_uses_open_one_pool() -> None:
-    database = Database(POSTGRES_URL, pool_size=2)
-    try:
-
-        async def borrow() -> object:
-            async with database.driver_connection():
-                return database._driver_pool
-
-        pools = await asyncio.gather(*(borrow() for _ in range(8)))
-        assert len({id(pool) for pool in pools}) == 1
     finally:
         await database.dispose()
 
@@ -303,13 +210,13 @@ async def test_a_connection_lost_mid_request_is_a_503_to_retry_not_a_500(
         async with private_database.session() as session:
             await session.execute(text("SELECT pg_sleep(30) AS slow_session"))
 
-    @running.app.get("/__slow_driver_for_test")
-    async def slow_driver() -> None:
-        async with private_database.driver_connection() as connection:
-            await connection.fetch("SELECT pg_sleep(30) AS slow_driver")
+    @running.app.get("/__slow_read_for_test")
+    async def slow_read() -> None:
+        async with private_database.read_session() as session:
+            await session.execute(text("SELECT pg_sleep(30) AS slow_read"))
 
     try:
-        for path in ("/__slow_session_for_test", "/__slow_driver_for_test"):
+        for path in ("/__slow_session_for_test", "/__slow_read_for_test"):
             request = asyncio.create_task(running.http.get(path, timeout=30))
             ended = 0
             while not ended:

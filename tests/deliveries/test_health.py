@@ -17,13 +17,10 @@ from tests.support.settings import TEST_SECRET_STORE
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.db.engines import connect_asyncpg
-from tucano.deliveries import queue
-from tucano.deliveries.health import (
-    DeliveryHealth,
-    record_delivery_health,
-    record_delivery_health_on_postgres,
-)
+from tucano.deliveries.health import DeliveryHealth
 from tucano.deliveries.models import ResultStatus
+from tucano.deliveries.queue import queue_for
+from tucano.deliveries.queue.backend import ClaimedDelivery, Outcome
 from tucano.webhooks import service as webhooks
 from tucano.webhooks.changes import WEBHOOK_CHANNEL, WebhookChange, webhook_changes
 from tucano.webhooks.models import Webhook
@@ -45,7 +42,7 @@ async def _record(
         succeeded = [T0 + timedelta(seconds=s) for s, ok in batch if ok]
         failed = tuple(T0 + timedelta(seconds=s) for s, ok in batch if not ok)
         health = DeliveryHealth(webhook_id, max(succeeded, default=None), failed)
-        await record_delivery_health(database, [health])
+        await queue_for(database).record_health([health])
     async with database.session() as session:
         stored = await session.get(Webhook, webhook_id)
     assert stored is not None
@@ -100,22 +97,25 @@ async def _webhook(database: Database, **fields: object) -> int:
         return hook.id
 
 
-def _outcome(webhook_id: int, status: ResultStatus, at: datetime, n: int) -> queue.Outcome:
-    claimed = queue.ClaimedDelivery(
-        9_000_000 + n,
-        "token",
-        f"evt_health{n}",
-        "PIX_OUTBOUND",
-        1,
-        webhook_id,
-        1,
-        b"{}",
-        None,
-        at,
-        at,
+def _outcome(webhook_id: int, status: ResultStatus, at: datetime, n: int) -> Outcome:
+    claimed = ClaimedDelivery(
+        delivery_id=9_000_000 + n,
+        claim_token="token",
+        event_id=f"evt_health{n}",
+        event_type="PIX_OUTBOUND",
+        customer_id=1,
+        webhook_id=webhook_id,
+        attempt=1,
+        payload=b"{}",
+        lease_until=at,
+        event_created_at=at,
+        target_url=None,
+        webhook_active=False,
+        subscribed_to=None,
+        signing_secrets=(),
     )
     failed = status != ResultStatus.SUCCESS
-    return queue.Outcome(
+    return Outcome(
         claimed=claimed,
         status=status,
         target_url="https://example.com/h",
@@ -136,9 +136,9 @@ async def test_an_older_failure_recorded_after_a_success_does_not_switch_a_webho
     # succeeds at once. The success is recorded first.
     success = _outcome(webhook_id, ResultStatus.SUCCESS, T0 + timedelta(seconds=1), 1)
     with clock.freeze(T0 + timedelta(seconds=2)):
-        await queue.record_outcomes(database, [success])
+        await queue_for(database).record([success])
     with clock.freeze(T0 + timedelta(seconds=15)):
-        await queue.record_outcomes(database, [_outcome(webhook_id, ResultStatus.EXHAUSTED, T0, 2)])
+        await queue_for(database).record([_outcome(webhook_id, ResultStatus.EXHAUSTED, T0, 2)])
     async with database.session() as session:
         switched_off = await webhooks.deactivate_failing_webhooks(
             session, failing_for=timedelta(days=5), now=T0 + timedelta(days=5, seconds=1)
@@ -166,7 +166,7 @@ async def test_a_success_recorded_as_the_deactivation_runs_keeps_the_webhook_on(
             # A worker records a success (its own statement, committed) just before the job
             # writes: the job must see it.
             health = [DeliveryHealth(webhook_id, clock.now(), ())]
-            await record_delivery_health_on_postgres(database, health)
+            await queue_for(database).record_health(health)
             return await execute(statement, *args, **kwargs)  # type: ignore[arg-type]
 
         job.execute = success_first  # type: ignore[method-assign,assignment]
@@ -221,18 +221,16 @@ async def test_webhooks_switched_off_together_are_each_announced_to_workers(
 async def test_health_lost_to_an_outage_after_the_attempts_were_recorded_is_one_warning_line(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if database.dialect != "postgresql":
-        pytest.skip("PostgreSQL records health in a statement of its own")
-    from tucano.deliveries.queue import postgres as postgres_queue
+    queue = queue_for(database)
 
     async def database_gone(*_args: object) -> None:
         raise ConnectionRefusedError("connection refused")
 
-    monkeypatch.setattr(postgres_queue, "record_delivery_health_on_postgres", database_gone)
+    monkeypatch.setattr(queue, "record_health", database_gone)
     webhook_id = await _webhook(database)
     with capture_logs() as logs, clock.freeze(T0 + timedelta(seconds=2)):
-        await queue.record_outcomes(
-            database, [_outcome(webhook_id, ResultStatus.SUCCESS, T0 + timedelta(seconds=1), 3)]
+        await queue.record(
+            [_outcome(webhook_id, ResultStatus.SUCCESS, T0 + timedelta(seconds=1), 3)]
         )
     failed = [entry for entry in logs if entry["event"] == "delivery_health_update_failed"]
     assert len(failed) == 1

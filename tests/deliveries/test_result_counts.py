@@ -14,10 +14,12 @@ from sqlalchemy import func, select
 from tests.support.queue import add_webhook
 from tucano.core.paging import PageRequest
 from tucano.db.database import Database
-from tucano.deliveries import cancellation, outbox, queue, result_counts, results
+from tucano.deliveries import result_counts, result_repository
+from tucano.deliveries import service as deliveries
 from tucano.deliveries.models import DeliveryResult
+from tucano.deliveries.queue import queue_for
 from tucano.deliveries.queue.backend import ClaimedDelivery, Outcome
-from tucano.deliveries.results import ResultFilters
+from tucano.deliveries.result_repository import ResultFilters
 from tucano.events.samples import sample_payload
 from tucano.events.types import EventType
 
@@ -50,7 +52,10 @@ def outcome(
         webhook_id=webhook_id,
         attempt=1,
         payload=b"{}",
-        target=None,
+        target_url=None,
+        webhook_active=False,
+        subscribed_to=None,
+        signing_secrets=(),
         lease_until=at,
         event_created_at=at,
     )
@@ -104,7 +109,7 @@ async def assert_totals_exact(
 ) -> None:
     for one in filters:
         async with database.session() as session:
-            _, total = await results.list_results(
+            _, total = await deliveries.list_results(
                 session, customer_id=customer_id, filters=one, page=PageRequest(0, 20)
             )
         assert total == await exact_count(database, customer_id, one), one
@@ -112,7 +117,7 @@ async def assert_totals_exact(
 
 async def rows_and_keys(database: Database, customer_id: int) -> tuple[int, int, int]:
     """The customer's count rows, its distinct keys, and its rows not folded yet."""
-    counts = result_counts.COUNTS.c
+    counts = result_repository.COUNTS.c
     keys = [counts[name] for name in result_counts.KEY]
     mine = counts.customer_id == customer_id
     async with database.session() as session:
@@ -138,14 +143,14 @@ async def test_totals_add_up_exactly_before_and_after_folding_and_pruning(
     ]
     outcomes.append(outcome(other_customer, 1, TYPES[0].value, "SUCCESS", START))
     for first in range(0, len(outcomes), 37):
-        await queue.record_outcomes(database, outcomes[first : first + 37])
+        await queue_for(database).record(outcomes[first : first + 37])
     filters = some_filters(rng)
 
     await assert_totals_exact(database, customer_id, filters)
     rows, keys, _ = await rows_and_keys(database, customer_id)
     assert rows >= keys  # (a running service's own fold job may have folded some already)
     async with database.session() as session:
-        while await result_counts.fold(session):
+        while await deliveries.fold_result_counts(session):
             pass
         await session.commit()
     assert await rows_and_keys(database, customer_id) == (keys, keys, 0)  # one row per key
@@ -153,14 +158,14 @@ async def test_totals_add_up_exactly_before_and_after_folding_and_pruning(
 
     # Pruning takes the first three and a half hours away, from the counts too.
     async with database.session() as session:
-        while await results.prune_history(
+        while await deliveries.prune_history(
             session, older_than=START + timedelta(hours=3, minutes=30), batch_size=50
         ):
             pass
         await session.commit()
     await assert_totals_exact(database, customer_id, filters)
     async with database.session() as session:
-        while await result_counts.fold(session):
+        while await deliveries.fold_result_counts(session):
             pass
         await session.commit()
     await assert_totals_exact(database, customer_id, filters)
@@ -176,14 +181,14 @@ async def test_a_result_at_a_whole_second_is_inside_a_range_that_starts_or_ends_
     write a whole second alike (".000000" included)."""
     customer_id = random.randrange(10**9, 10**10)
     at = START + timedelta(days=3, hours=5)
-    await queue.record_outcomes(database, [outcome(customer_id, 1, "PIX_OUTBOUND", "SUCCESS", at)])
+    await queue_for(database).record([outcome(customer_id, 1, "PIX_OUTBOUND", "SUCCESS", at)])
     for filters in (
         ResultFilters(start=at),
         ResultFilters(end=at),
         ResultFilters(start=at, end=at),
     ):
         async with database.session() as session:
-            rows, total = await results.list_results(
+            rows, total = await deliveries.list_results(
                 session, customer_id=customer_id, filters=filters, page=PageRequest(0, 20)
             )
         assert total == len(rows) == 1, filters
@@ -197,8 +202,8 @@ async def test_ranges_in_the_last_hour_of_year_9999_count_its_results(
     customer_id = random.randrange(10**9, 10**10)
     last = datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
     moments = [last - timedelta(minutes=30), last, START]
-    await queue.record_outcomes(
-        database, [outcome(customer_id, 1, "PIX_OUTBOUND", "SUCCESS", at) for at in moments]
+    await queue_for(database).record(
+        [outcome(customer_id, 1, "PIX_OUTBOUND", "SUCCESS", at) for at in moments]
     )
     cases = [
         (ResultFilters(start=last), 1),
@@ -210,7 +215,7 @@ async def test_ranges_in_the_last_hour_of_year_9999_count_its_results(
     ]
     for filters, expected in cases:
         async with database.session() as session:
-            rows, total = await results.list_results(
+            rows, total = await deliveries.list_results(
                 session, customer_id=customer_id, filters=filters, page=PageRequest(0, 20)
             )
         assert total == len(rows) == expected, filters
@@ -224,15 +229,15 @@ async def test_every_page_carries_the_total_near_and_far(
     end is empty with the total."""
     customer_id = random.randrange(10**9, 10**10)
     moments = [START + timedelta(minutes=7 * i) for i in range(9)]
-    await queue.record_outcomes(
-        database, [outcome(customer_id, 1, "PIX_OUTBOUND", "SUCCESS", at) for at in moments]
+    await queue_for(database).record(
+        [outcome(customer_id, 1, "PIX_OUTBOUND", "SUCCESS", at) for at in moments]
     )
     newest_first = sorted(moments, reverse=True)
     for deep in (10_000, 3):
-        monkeypatch.setattr(results, "DEEP_OFFSET", deep)
+        monkeypatch.setattr(result_repository, "DEEP_OFFSET", deep)
         for number in range(5):
             async with database.session() as session:
-                rows, total = await results.list_results(
+                rows, total = await deliveries.list_results(
                     session,
                     customer_id=customer_id,
                     filters=ResultFilters(),
@@ -241,7 +246,7 @@ async def test_every_page_carries_the_total_near_and_far(
             assert total == 9, (deep, number)
             assert [r.attempted_at for r in rows] == newest_first[2 * number : 2 * number + 2]
         async with database.session() as session:
-            rows, total = await results.list_results(
+            rows, total = await deliveries.list_results(
                 session, customer_id=customer_id, filters=ResultFilters(), page=PageRequest(7, 2)
             )
         assert (rows, total) == ([], 9)
@@ -256,22 +261,18 @@ async def test_deliveries_cancelled_with_their_webhook_are_counted(
     customer_id = random.randrange(10**9, 10**10)
     webhook_id = await add_webhook(database, customer_id)
     async with database.session() as session:
-        await outbox.publish_events(
+        await deliveries.publish_events(
             session,
             [
-                outbox.NewEvent(
+                deliveries.NewEvent(
                     customer_id, EventType.PIX_OUTBOUND, sample_payload(EventType.PIX_OUTBOUND)
                 )
                 for _ in range(3)
             ],
         )
         await session.commit()
-        cancelled = await cancellation.cancel_deliveries_to(
-            session,
-            customer_id=customer_id,
-            webhook_id=webhook_id,
-            target_url="https://hooks.example.com/x",
-            reason="not sent: the webhook was deleted",
+        cancelled = await deliveries.delete_webhook(
+            session, customer_id=customer_id, webhook_id=webhook_id
         )
         await session.commit()
     assert cancelled == 3
@@ -281,7 +282,7 @@ async def test_deliveries_cancelled_with_their_webhook_are_counted(
         ResultFilters(webhook_id=webhook_id),
     ):
         async with database.session() as session:
-            rows, total = await results.list_results(
+            rows, total = await deliveries.list_results(
                 session, customer_id=customer_id, filters=filters, page=PageRequest(0, 20)
             )
         assert total == len(rows) == 3 == await exact_count(database, customer_id, filters)

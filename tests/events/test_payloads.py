@@ -12,8 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from tucano.core import json_codec
-from tucano.deliveries.outbox import NewEvent
-from tucano.deliveries.publication import publication_fingerprint
+from tucano.deliveries.service import NewEvent
 from tucano.events.payloads import (
     CardChargeback,
     CardRecurringInbound,
@@ -23,6 +22,7 @@ from tucano.events.payloads import (
     published,
 )
 from tucano.events.types import EventType
+from tucano.ingest.service import publication_fingerprint
 
 
 def rendered(model: Any) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from pydantic import TypeAdapter, ValidationError
 from tucano.app import create_app
 from tucano.core import json_codec
 from tucano.core.money import Money
-from tucano.payment_links.schemas import PaymentLinkOut, PaymentView, link_document, status_at
+from tucano.payment_links.domain import status_at
+from tucano.payment_links.schemas import PaymentLinkOut, PaymentView, link_document
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 # What the API lets into a text field: no NUL, no lone surrogate.

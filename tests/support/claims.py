@@ -8,7 +8,6 @@ from datetime import timedelta
 from tucano.core.clock import clock
 from tucano.deliveries.queue.backend import ClaimedDelivery
 from tucano.deliveries.worker.dispatcher import Dispatcher
-from tucano.webhooks.service import DeliveryTarget
 
 delivery_ids = itertools.count(1)
 
@@ -23,9 +22,12 @@ def claimed(url: str, webhook_id: int = 1, *, lease: float = 60) -> ClaimedDeliv
         webhook_id=webhook_id,
         attempt=1,
         payload=b"{}",
-        target=DeliveryTarget(webhook_id, url, True, ("whsec_x",), "PIX_OUTBOUND"),
         lease_until=clock.now() + timedelta(seconds=lease),
         event_created_at=clock.now(),
+        target_url=url,
+        webhook_active=True,
+        subscribed_to="PIX_OUTBOUND",
+        signing_secrets=("whsec_x",),
     )
 
 

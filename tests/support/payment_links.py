@@ -8,8 +8,7 @@ from typing import Any
 
 from tests.support.service import Merchant, RunningService
 from tucano.core import json_codec
-from tucano.payment_links import payments as link_payments
-from tucano.payment_links import reads as link_reads
+from tucano.payment_links import service as payment_links
 
 BASE = "/payment-link/v1"
 LINK_FIELDS = {
@@ -85,8 +84,8 @@ async def pay(
 ) -> None:
     """Pay a link through the payment service, as the checkout or the sandbox does."""
     async with service.database.session() as session:
-        link, _ = await link_reads.get_link(
+        link, _ = await payment_links.get_link(
             session, customer_id=merchant.customer_id, link_uuid=uuid.UUID(link_uuid)
         )
-        await link_payments.pay_link(session, link=link, method=method, installments=installments)
+        await payment_links.pay_link(session, link=link, method=method, installments=installments)
         await session.commit()

@@ -11,17 +11,12 @@ from sqlalchemy import func, select
 from tests.support.settings import TEST_SECRET_STORE
 from tucano.core.clock import clock
 from tucano.db.database import Database
-from tucano.deliveries import cancellation, outbox
+from tucano.deliveries import service as deliveries
 from tucano.deliveries.models import Delivery, DeliveryResult, Event, ResultStatus
-from tucano.deliveries.queue import (
-    ClaimedDelivery,
-    Outcome,
-    claim_due_deliveries,
-    record_outcomes,
-)
+from tucano.deliveries.queue import queue_for
+from tucano.deliveries.queue.backend import ClaimedDelivery, Outcome, QueueBackend
 from tucano.events.samples import sample_payload
 from tucano.events.types import EventType
-from tucano.webhooks import service as webhooks
 from tucano.webhooks.models import Webhook
 
 LEASE = timedelta(seconds=30)
@@ -49,7 +44,7 @@ async def add_webhook(database: Database, customer_id: int, *, active: bool = Tr
 
 async def publish(database: Database, customer_id: int, *, commit: bool = True) -> int:
     async with database.session() as session:
-        published = await outbox.publish_event(
+        published = await deliveries.publish_event(
             session,
             customer_id=customer_id,
             event_type=EventType.PIX_OUTBOUND,
@@ -59,18 +54,20 @@ async def publish(database: Database, customer_id: int, *, commit: bool = True) 
     return published.deliveries
 
 
-async def claim(database: Database, customer_id: int) -> list[ClaimedDelivery]:
+def queue_of(database: Database | QueueBackend) -> QueueBackend:
+    """The queue a test works on: a back end given, or the one `database` runs on."""
+    return queue_for(database) if isinstance(database, Database) else database
+
+
+async def claim(database: Database | QueueBackend, customer_id: int) -> list[ClaimedDelivery]:
     claims = (
-        await claim_due_deliveries(
-            database, secret_store=TEST_SECRET_STORE, limit=1000, lease=LEASE
-        )
+        await queue_of(database).claim(secret_store=TEST_SECRET_STORE, limit=1000, lease=LEASE)
     ).deliveries
     return [c for c in claims if c.customer_id == customer_id]
 
 
-async def record_success(database: Database, claims: list[ClaimedDelivery]) -> None:
-    await record_outcomes(
-        database,
+async def record_success(database: Database | QueueBackend, claims: list[ClaimedDelivery]) -> None:
+    await queue_of(database).record(
         [
             Outcome(
                 claimed=c,
@@ -101,21 +98,14 @@ async def count(
 async def delete_webhook(database: Database, customer_id: int, webhook_id: int) -> None:
     """As DELETE /webhook/v1/{id} does it."""
     async with database.session() as session:
-        await cancellation.cancel_deliveries_to(
-            session,
-            customer_id=customer_id,
-            webhook_id=webhook_id,
-            target_url="https://hooks.example.com/x",
-            reason="not sent: the webhook was deleted",
-        )
-        await webhooks.delete_webhook(session, customer_id=customer_id, webhook_id=webhook_id)
+        await deliveries.delete_webhook(session, customer_id=customer_id, webhook_id=webhook_id)
         await session.commit()
 
 
 async def sweep_abandoned(database: Database) -> int:
     """The periodic job that records what a killed worker held when its webhook was deleted."""
     async with database.session() as session:
-        done = await cancellation.record_abandoned_cancellations(session, now=clock.now())
+        done = await deliveries.record_abandoned_cancellations(session, now=clock.now())
         await session.commit()
     return done
 
@@ -150,7 +140,7 @@ async def waiting_on_a_lock(admin: Any, statement_like: str) -> None:
 
 async def deletion_holding(admin: Any, ids: list[int]) -> Any:
     """A transaction of another session that has locked these deliveries, in this order, as a
-    webhook's deletion does (cancel_deliveries_to)."""
+    webhook's deletion does (deliveries.service.delete_webhook)."""
     transaction = admin.transaction()
     await transaction.start()
     for delivery_id in ids:

@@ -15,7 +15,8 @@ from tucano.core.clock import clock
 from tucano.core.secret_box import SecretBoxError
 from tucano.db.database import Database
 from tucano.webhooks.models import Webhook
-from tucano.webhooks.secret_store import WebhookSecretStore, reseal_all
+from tucano.webhooks.secret_store import WebhookSecretStore
+from tucano.webhooks.service import reseal_all
 
 OLD_KEY = b"an-earlier-secret-key-" + b"o" * 32
 

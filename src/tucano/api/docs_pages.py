@@ -9,10 +9,10 @@ from importlib.resources import files
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from tucano.api.wire import ApiModel, json_response
+from tucano.api.deps import SettingsDep
+from tucano.api.wire import ApiModel
 from tucano.core.errors import AppError, ErrorCode
 
 OPENAPI_URL = "/openapi.json"
@@ -58,14 +58,12 @@ def add_docs(app: FastAPI, *, enabled: bool) -> None:
         summary="What this service is, and where its docs and health checks are",
         response_model=ServiceIndex,
     )
-    async def service_index(request: Request) -> Response:
-        return json_response(
-            ServiceIndex(
-                service="Tucano",
-                version=app.version,
-                environment=request.app.state.settings.environment.value,
-                links=links,
-            )
+    async def service_index(settings: SettingsDep) -> ServiceIndex:
+        return ServiceIndex(
+            service="Tucano",
+            version=app.version,
+            environment=settings.environment.value,
+            links=links,
         )
 
 

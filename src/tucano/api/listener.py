@@ -3,7 +3,7 @@
 libuv (under uvloop) accepts one connection per turn of the event loop. On a busy server a turn
 takes as long as the requests it runs, so a burst of new connections is let in one turn at a
 time, and the last of 64 waited a second and more before its first request was even read
-(docs/performance.md, "The tail at 64 connections"). asyncio's own loop accepts up to its
+(bench.api at 64 connections). asyncio's own loop accepts up to its
 backlog per turn, but delivers webhooks at a quarter more CPU per attempt than uvloop. So this
 loop is uvloop with the listening socket watched here: each time it is readable, every
 connection waiting on it is accepted and handed to uvloop as an accepted socket.

@@ -14,7 +14,9 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from tucano.api.dependencies import unsupported_content_encoding
+from tucano.api.deps import DatabaseDep, SettingsDep
 from tucano.api.wire import json_response
+from tucano.auth.deps import CallersDep
 from tucano.auth.schemas import TOKEN_REQUEST_BODY, OAuthError, TokenResponse
 from tucano.auth.service import authenticate_client, parse_scopes
 from tucano.auth.tokens import Principal, encode_access_token
@@ -89,8 +91,13 @@ def _basic_credentials(header: str) -> tuple[str, str] | None:
     },
     openapi_extra={"requestBody": TOKEN_REQUEST_BODY},
 )
-async def issue_token(request: Request) -> Response:
-    limits = request.app.state.rate_limits
+async def issue_token(
+    request: Request,
+    settings: SettingsDep,
+    database: DatabaseDep,
+    callers: CallersDep,
+) -> Response:
+    limits = callers.rate_limits
     host = request.client.host if request.client else ""
     retry_after = await limits.token_address_retry_after(host)
     if retry_after is not None:
@@ -162,7 +169,7 @@ async def issue_token(request: Request) -> Response:
     if retry_after is not None:
         return _too_many("for this client_id", retry_after)
     # Opened only now: a request refused above (a guesser over its budget) costs no database work.
-    async with request.app.state.database.read_session() as session:
+    async with database.read_session() as session:
         client = await authenticate_client(
             session, client_id=client_id, client_secret=client_secret
         )
@@ -181,16 +188,14 @@ async def issue_token(request: Request) -> Response:
         granted = requested
 
     request.state.customer_id = client.customer_id
-    ttl = timedelta(seconds=request.app.state.settings.access_token_ttl_seconds)
+    ttl = timedelta(seconds=settings.access_token_ttl_seconds)
     principal = Principal(
         client_id=client.client_id,
         customer_id=client.customer_id,
         partner_id=client.partner_id,
         scopes=frozenset(granted),
     )
-    token = encode_access_token(
-        principal, key=request.app.state.access_token_key, now=clock.now(), ttl=ttl
-    )
+    token = encode_access_token(principal, key=callers.access_token_key, now=clock.now(), ttl=ttl)
     body = TokenResponse(
         access_token=token, expires_in=int(ttl.total_seconds()), scope=" ".join(sorted(granted))
     )

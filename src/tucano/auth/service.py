@@ -11,11 +11,11 @@ from collections.abc import Iterable
 from datetime import datetime
 
 import structlog
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.auth.models import ApiClient, InstanceSecret
+from tucano.auth.repository import ApiClientRepository
 from tucano.auth.tokens import MERCHANT_SCOPES, Scope
 from tucano.config import Settings
 from tucano.core.card_numbers import redact_card_numbers
@@ -70,8 +70,7 @@ async def create_client(
         name=name,
         created_at=clock.now(),
     )
-    session.add(client)
-    await session.flush()
+    await ApiClientRepository(session).add(client)
     return client, client_secret
 
 
@@ -81,9 +80,7 @@ async def authenticate_client(
     """The client whose id and secret these are, or None; constant time in the secret."""
     # PostgreSQL text cannot hold NUL: such an id names no client, and must not reach a query.
     client = (
-        None
-        if "\x00" in client_id
-        else await session.scalar(select(ApiClient).where(ApiClient.client_id == client_id))
+        None if "\x00" in client_id else await ApiClientRepository(session).by_client_id(client_id)
     )
     expected = client.secret_hash if client is not None else _UNKNOWN_CLIENT_HASH
     matches = hmac.compare_digest(expected, hash_client_secret(client_secret))
@@ -94,10 +91,7 @@ async def authenticate_client(
 
 async def list_clients(session: AsyncSession, *, customer_id: int | None = None) -> list[ApiClient]:
     """Every API client (of one customer, if given), oldest first; secrets are not kept."""
-    query = select(ApiClient).order_by(ApiClient.id)
-    if customer_id is not None:
-        query = query.where(ApiClient.customer_id == customer_id)
-    return list(await session.scalars(query))
+    return list(await ApiClientRepository(session).every(customer_id=customer_id))
 
 
 async def revoke_client(
@@ -106,9 +100,7 @@ async def revoke_client(
     """Revoke a client (None if there is none by that id): it gets no more tokens, and every
     process refuses the tokens it holds within REVOCATION_REFRESH_SECONDS. Revoking again keeps
     the first time."""
-    client = await session.scalar(
-        select(ApiClient).where(ApiClient.client_id == client_id).with_for_update()
-    )
+    client = await ApiClientRepository(session).by_client_id(client_id, for_update=True)
     if client is not None and client.revoked_at is None:
         client.revoked_at = now
         await session.flush()
@@ -130,10 +122,7 @@ class RevokedClients:
     async def refresh(self, database: Database) -> None:
         # A read session: on SQLite the writing connection would wait for (and hold up) writers.
         async with database.read_session() as session:
-            ids = await session.scalars(
-                select(ApiClient.client_id).where(ApiClient.revoked_at.is_not(None))
-            )
-            self.ids = frozenset(ids)
+            self.ids = frozenset(await ApiClientRepository(session).revoked_client_ids())
 
     async def refresh_at_start(self, database: Database) -> None:
         """Read the list before serving; with the database unreachable the service still
@@ -171,14 +160,15 @@ async def resolve_secret_key(settings: Settings, database: Database) -> bytes:
     for _ in range(3):
         # Read first without the write lock (on SQLite another process may hold it a while).
         async with database.read_session() as session:
-            stored = await session.get(InstanceSecret, _SECRET_KEY_NAME)
+            stored = await ApiClientRepository(session).instance_secret(_SECRET_KEY_NAME)
             if stored is not None:
                 return stored.value.encode()
         async with database.session() as session:
-            stored = await session.get(InstanceSecret, _SECRET_KEY_NAME)
+            clients = ApiClientRepository(session)
+            stored = await clients.instance_secret(_SECRET_KEY_NAME)
             if stored is not None:
                 return stored.value.encode()
-            session.add(
+            await clients.add_instance_secret(
                 InstanceSecret(
                     name=_SECRET_KEY_NAME, value=secrets.token_urlsafe(48), created_at=clock.now()
                 )

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import structlog
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.checkout.card_processor import (
@@ -28,12 +27,12 @@ from tucano.checkout.card_processor import (
 )
 from tucano.checkout.cards import CardDetails
 from tucano.checkout.models import CardAttempt
+from tucano.checkout.repository import CardAttemptRepository
 from tucano.core.clock import clock
 from tucano.db.database import Database
-from tucano.payment_links import payments as link_payments
-from tucano.payment_links.installments import split_into_installments
-from tucano.payment_links.models import Payment, PaymentLink
-from tucano.payment_links.schemas import METHOD_CARD, status_at
+from tucano.payment_links import service as payment_links
+from tucano.payment_links.domain import METHOD_CARD, split_into_installments, status_at
+from tucano.payment_links.models import Payment
 
 log = structlog.get_logger("tucano.checkout")
 
@@ -76,27 +75,13 @@ CardOutcome = CardPaid | CardRefused | CardLocked | CardInProgress | LinkNotPaya
 
 async def card_lock(session: AsyncSession, *, link_id: int, now: datetime) -> datetime | None:
     """Until when card payment of the link is locked, if it is now."""
-    until = await session.scalar(
-        select(func.max(CardAttempt.locks_until)).where(CardAttempt.link_id == link_id)
-    )
+    until = await CardAttemptRepository(session).lock_end(link_id)
     return until if until is not None and until > now else None
 
 
 async def approved_attempt(session: AsyncSession, *, link_id: int) -> CardAttempt | None:
     """The approved attempt that paid the link (for its receipt: brand and last four)."""
-    return await session.scalar(
-        select(CardAttempt)
-        .where(CardAttempt.link_id == link_id, CardAttempt.status == "APPROVED")
-        .order_by(CardAttempt.id.desc())
-        .limit(1)
-    )
-
-
-async def _lock_link(session: AsyncSession, link_id: int) -> PaymentLink:
-    """The link, locked against other payments until commit (SQLite's write lock does that)."""
-    link = await session.get(PaymentLink, link_id, with_for_update=True, populate_existing=True)
-    assert link is not None  # links are never deleted
-    return link
+    return await CardAttemptRepository(session).approved(link_id)
 
 
 @dataclass(frozen=True)
@@ -109,23 +94,15 @@ async def _reserve(
     database: Database, *, link_id: int, card: CardDetails, installments: int, now: datetime
 ) -> Reserved | CardLocked | CardInProgress | LinkNotPayable:
     async with database.session() as session:
-        link = await _lock_link(session, link_id)
+        link = await payment_links.lock_link(session, link_id)
         status = status_at(link, now)
         if status != "CREATED":
             return LinkNotPayable(status)
         locked_until = await card_lock(session, link_id=link_id, now=now)
         if locked_until is not None:
             return CardLocked(locked_until)
-        in_flight = await session.scalar(
-            select(func.count())
-            .select_from(CardAttempt)
-            .where(
-                CardAttempt.link_id == link_id,
-                CardAttempt.status == "PENDING",
-                CardAttempt.started_at > now - PENDING_FOR,
-            )
-        )
-        if in_flight:
+        attempts = CardAttemptRepository(session)
+        if await attempts.pending_since(link_id, now - PENDING_FOR):
             return CardInProgress()
         attempt = CardAttempt(
             link_id=link_id,
@@ -136,8 +113,7 @@ async def _reserve(
             installments=installments,
             started_at=now,
         )
-        session.add(attempt)
-        await session.flush()
+        await attempts.add(attempt)
         reserved = Reserved(attempt.id, link.amount_cents)
         await session.commit()
         return reserved
@@ -148,19 +124,11 @@ async def _record_refusal(
 ) -> datetime | None:
     attempt.status, attempt.refusal, attempt.finished_at = "REFUSED", reason.value, now
     await session.flush()
-    last_lock_end = await session.scalar(
-        select(func.max(CardAttempt.locks_until)).where(CardAttempt.link_id == attempt.link_id)
-    )
-    refusals = await session.scalar(
-        select(func.count())
-        .select_from(CardAttempt)
-        .where(
-            CardAttempt.link_id == attempt.link_id,
-            CardAttempt.status == "REFUSED",
-            CardAttempt.finished_at >= (last_lock_end or _EPOCH),
-        )
-    )
-    if (refusals or 0) >= LOCK_AFTER_REFUSALS:
+    attempts = CardAttemptRepository(session)
+    last_lock_end = await attempts.lock_end(attempt.link_id)
+    if await attempts.refusals_since(attempt.link_id, last_lock_end or _EPOCH) >= (
+        LOCK_AFTER_REFUSALS
+    ):
         attempt.locks_until = now + LOCK_FOR
     return attempt.locks_until
 
@@ -221,8 +189,8 @@ async def _record(
 ) -> CardOutcome:
     now = clock.now()
     async with database.session() as session:
-        link = await _lock_link(session, link_id)
-        attempt = await session.get(CardAttempt, attempt_id, populate_existing=True)
+        link = await payment_links.lock_link(session, link_id)
+        attempt = await CardAttemptRepository(session).get(attempt_id)
         assert attempt is not None
         if isinstance(answer, Refused):
             locked_until = await _record_refusal(session, attempt, answer.reason, now)
@@ -241,7 +209,7 @@ async def _record(
             attempt.status, attempt.nsu, attempt.finished_at = "VOIDED", answer.nsu, now
             await session.commit()
             return LinkNotPayable(status)
-        payment = await link_payments.pay_link(
+        payment = await payment_links.pay_link(
             session, link=link, method=METHOD_CARD, installments=installments, receipt=answer.nsu
         )
         attempt.status, attempt.nsu, attempt.finished_at = "APPROVED", answer.nsu, now

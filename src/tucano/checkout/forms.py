@@ -57,11 +57,13 @@ async def read_form(request: Request) -> dict[str, str]:
     return form
 
 
-def check_forgery(request: Request, form: dict[str, str], link_uuid: uuid.UUID) -> None:
+def check_forgery(
+    request: Request, csrf_key: bytes, form: dict[str, str], link_uuid: uuid.UUID
+) -> None:
     """403 unless the form carries its page's field for the cookie this browser holds, and the
     browser does not say it comes from another site."""
     genuine = csrf.is_genuine(
-        request.app.state.csrf_key,
+        csrf_key,
         nonce=request.cookies.get(csrf.COOKIE),
         link_uuid=link_uuid,
         token=form.get(csrf.FIELD),

@@ -12,8 +12,11 @@ from tucano.checkout.cards import CardProblem, security_code_lengths
 from tucano.checkout.service import Checkout
 from tucano.checkout.texts import TEXTS, Language, hour, moment, money
 from tucano.core.money import from_cents
-from tucano.payment_links.installments import installment_options, split_into_installments
-from tucano.payment_links.schemas import METHOD_PIX
+from tucano.payment_links.domain import (
+    METHOD_PIX,
+    installment_options,
+    split_into_installments,
+)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from importlib.resources import files
 from typing import Any
@@ -72,6 +73,15 @@ _ERROR_PAGES = {
 }
 
 
+@dataclass(frozen=True)
+class Site:
+    """What the checkout's answers depend on beyond the request, set once at start-up."""
+
+    sandbox: bool
+    https: bool  # TUCANO_PUBLIC_URL is https: HSTS, and the forgery cookie is Secure
+    csrf_key: bytes
+
+
 class CheckoutHeaders:
     """Every answer under /checkout carries the page's headers, those the edge or the framework
     make too (a 405, a 413, a query the edge refuses): none of them may be framed, sniffed or
@@ -105,9 +115,9 @@ def brl(amount: Any) -> str:
     return f"R$ {whole.replace(',', '.')},{cents}"
 
 
-def page_headers(request: Request) -> dict[str, str]:
+def page_headers(site: Site) -> dict[str, str]:
     headers = dict(PAGE_HEADERS)
-    if request.app.state.settings.public_url.startswith("https://"):
+    if site.https:
         headers["Strict-Transport-Security"] = HSTS
     return headers
 
@@ -135,13 +145,19 @@ def page_urls(link_uuid: uuid.UUID, token: str) -> dict[str, str]:
 
 
 def _render(
-    request: Request, name: str, status: int, *, nonce: str | None = None, **context: Any
+    request: Request,
+    site: Site,
+    name: str,
+    status: int,
+    *,
+    nonce: str | None = None,
+    **context: Any,
 ) -> HTMLResponse:
     language = context.setdefault("lang", language_of(request))
     context.setdefault("t", TEXTS[language])
     context["assets"] = _ASSET_URLS
     html = _templates.get_template(name).render(**context)
-    response = HTMLResponse(html, status_code=status, headers=page_headers(request))
+    response = HTMLResponse(html, status_code=status, headers=page_headers(site))
     if nonce is not None:
         response.set_cookie(
             csrf.COOKIE,
@@ -149,12 +165,14 @@ def _render(
             path="/checkout",
             httponly=True,
             samesite="lax",
-            secure=request.app.state.settings.public_url.startswith("https://"),
+            secure=site.https,
         )
     return response
 
 
-def error_answer(request: Request, error: AppError, *, back: str | None = None) -> Response:
+def error_answer(
+    request: Request, site: Site, error: AppError, *, back: str | None = None
+) -> Response:
     """A failure as the payer's browser is shown it, or as the error body."""
     if wants_html(request):
         kind = _ERROR_PAGES.get(
@@ -165,6 +183,7 @@ def error_answer(request: Request, error: AppError, *, back: str | None = None) 
         nonce, new = _nonce_of(request)
         response = _render(
             request,
+            site,
             "unavailable.html",
             error.status_code,
             kind=kind,
@@ -173,11 +192,12 @@ def error_answer(request: Request, error: AppError, *, back: str | None = None) 
         )
         response.headers.update(error.headers)
         return response
-    return error_body(request, error.code, error.errors, headers=error.headers)
+    return error_body(request, site, error.code, error.errors, headers=error.headers)
 
 
 def error_body(
     request: Request,
+    site: Site,
     code: ErrorCode,
     errors: list[str],
     *,
@@ -187,7 +207,7 @@ def error_body(
         code,
         transaction_id_of(request.scope.get("state", {})),
         errors=errors,
-        headers={**page_headers(request), **(headers or {})},
+        headers={**page_headers(site), **(headers or {})},
     )
 
 
@@ -202,6 +222,7 @@ def _nonce_of(request: Request) -> tuple[str, bool]:
 
 def show(
     request: Request,
+    site: Site,
     checkout: Checkout,
     token: str,
     status: int = 200,
@@ -215,21 +236,22 @@ def show(
     context = page_context(
         checkout,
         language=language_of(request),
-        sandbox=request.app.state.settings.is_sandbox,
+        sandbox=site.sandbox,
         urls=page_urls(checkout.link.uuid, token),
-        csrf_token=csrf.form_token(
-            request.app.state.csrf_key, nonce=nonce, link_uuid=checkout.link.uuid
-        ),
+        csrf_token=csrf.form_token(site.csrf_key, nonce=nonce, link_uuid=checkout.link.uuid),
         form=form,
         alert=alert,
     )
-    response = _render(request, "checkout.html", status, nonce=nonce if new else None, **context)
+    response = _render(
+        request, site, "checkout.html", status, nonce=nonce if new else None, **context
+    )
     response.headers.update(headers or {})
     return response
 
 
 def refused(
     request: Request,
+    site: Site,
     checkout: Checkout,
     token: str,
     code: ErrorCode,
@@ -245,8 +267,10 @@ def refused(
         seconds = max(1, int((retry_after - clock.now()).total_seconds()) + 1)
         headers["Retry-After"] = str(seconds)
     if not wants_html(request):
-        return error_body(request, code, errors or [alert], headers=headers)
-    return show(request, checkout, token, code.status, form=form, alert=alert, headers=headers)
+        return error_body(request, site, code, errors or [alert], headers=headers)
+    return show(
+        request, site, checkout, token, code.status, form=form, alert=alert, headers=headers
+    )
 
 
 def to_page(page_url: str) -> Response:

@@ -16,8 +16,6 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tucano import flows
-from tucano.api.sessions import ReadSessionDep
 from tucano.api.wire import json_response, parse_uuid
 from tucano.brazil.pix import SANDBOX_ISPB, new_end_to_end_id
 from tucano.checkout import card_payments
@@ -30,6 +28,7 @@ from tucano.checkout.card_payments import (
     CardRefused,
     LinkNotPayable,
 )
+from tucano.checkout.deps import Checkouts, CheckoutsDep
 from tucano.checkout.forms import (
     CARD_BODY,
     SIMULATION_BODY,
@@ -54,9 +53,10 @@ from tucano.checkout.texts import TEXTS, hour
 from tucano.core.clock import clock, format_utc
 from tucano.core.errors import AppError, ErrorCode
 from tucano.core.money import from_cents
-from tucano.deliveries.outbox import NewEvent
+from tucano.deliveries.service import NewEvent
 from tucano.events.payloads import Party, PixQrInbound
 from tucano.events.types import EventType
+from tucano.ingest.service import publish_events_paying_links
 
 router = APIRouter(tags=["checkout"])
 
@@ -101,34 +101,45 @@ def _check_token(request: Request, token: str) -> None:
         raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND, errors=[NOT_A_CHECKOUT])
 
 
-async def _open(request: Request, session: AsyncSession, link_id: str, token: str) -> Checkout:
+async def _open(request: Request, ctx: Checkouts, link_id: str, token: str) -> Checkout:
+    """The checkout `token` opens, read in a read session of its own (closed before anything
+    slow, such as a card processor's answer, is waited for)."""
     link_uuid = _link_uuid(link_id)
     _check_token(request, token)
-    state = request.app.state
+    async with ctx.database.read_session() as session:
+        return await _open_in(session, ctx, link_uuid, token)
+
+
+async def _open_in(
+    session: AsyncSession, ctx: Checkouts, link_uuid: uuid.UUID, token: str
+) -> Checkout:
     return await checkouts.open_checkout(
         session,
         link_uuid=link_uuid,
         token=token,
-        keys=state.checkout_keys,
+        keys=ctx.keys,
         now=clock.now(),
-        sandbox=state.settings.is_sandbox,
-        card_processor_configured=state.card_processor is not None,
+        sandbox=ctx.site.sandbox,
+        card_processor_configured=ctx.card_processor is not None,
     )
 
 
-async def _submitted(request: Request, checkout: Checkout) -> dict[str, str]:
+async def _submitted(request: Request, ctx: Checkouts, checkout: Checkout) -> dict[str, str]:
     """The form posted to `checkout`, once it passed the forgery check."""
     form = await read_form(request)
-    check_forgery(request, form, checkout.link.uuid)
+    check_forgery(request, ctx.site.csrf_key, form, checkout.link.uuid)
     return form
 
 
-def _already_paid(request: Request, checkout: Checkout, token: str) -> Response:
+def _already_paid(request: Request, ctx: Checkouts, checkout: Checkout, token: str) -> Response:
     """A form posted to a paid link: its receipt for a browser, a 409 for any other client."""
     if wants_html(request):
         return to_page(page_urls(checkout.link.uuid, token)["page"])
     return error_body(
-        request, ErrorCode.PAYMENT_LINK_NOT_PAYABLE, ["the payment link is PAID, not CREATED"]
+        request,
+        ctx.site,
+        ErrorCode.PAYMENT_LINK_NOT_PAYABLE,
+        ["the payment link is PAID, not CREATED"],
     )
 
 
@@ -192,13 +203,13 @@ async def checkout_asset(name: str) -> Response:
     responses={404: _NOT_FOUND, 410: _EXPIRED},
 )
 async def checkout_page(
-    link_id: LinkId, request: Request, session: ReadSessionDep, token: Token = ""
+    link_id: LinkId, request: Request, ctx: CheckoutsDep, token: Token = ""
 ) -> Response:
     try:
-        checkout = await _open(request, session, link_id, token)
+        checkout = await _open(request, ctx, link_id, token)
     except AppError as error:
-        return error_answer(request, error)
-    return show(request, checkout, token)
+        return error_answer(request, ctx.site, error)
+    return show(request, ctx.site, checkout, token)
 
 
 @router.get(
@@ -215,21 +226,18 @@ async def checkout_page(
     },
 )
 async def checkout_status(
-    link_id: LinkId, request: Request, session: ReadSessionDep, token: Token = ""
+    link_id: LinkId, request: Request, ctx: CheckoutsDep, token: Token = ""
 ) -> Response:
     try:
         link_uuid = _link_uuid(link_id)
         _check_token(request, token)
-        found = await checkouts.find_link(
-            session,
-            link_uuid=link_uuid,
-            token=token,
-            keys=request.app.state.checkout_keys,
-            now=clock.now(),
-        )
+        async with ctx.database.read_session() as session:
+            found = await checkouts.find_link(
+                session, link_uuid=link_uuid, token=token, keys=ctx.keys, now=clock.now()
+            )
     except AppError as error:
-        return error_body(request, error.code, error.errors)
-    return json_response({"status": found.status}, headers=page_headers(request))
+        return error_body(request, ctx.site, error.code, error.errors)
+    return json_response({"status": found.status}, headers=page_headers(ctx.site))
 
 
 @router.post(
@@ -254,22 +262,22 @@ async def checkout_status(
     },
 )
 async def pay_by_card(
-    link_id: LinkId, request: Request, session: ReadSessionDep, token: Token = ""
+    link_id: LinkId, request: Request, ctx: CheckoutsDep, token: Token = ""
 ) -> Response:
-    processor = request.app.state.card_processor
+    processor = ctx.card_processor
+    site = ctx.site
     try:
-        checkout = await _open(request, session, link_id, token)
+        checkout = await _open(request, ctx, link_id, token)
         if checkout.status == "PAID":
-            return _already_paid(request, checkout, token)
+            return _already_paid(request, ctx, checkout, token)
         if not checkout.cards_accepted or processor is None:
             raise AppError(
                 ErrorCode.PAYMENT_METHOD_UNAVAILABLE,
                 errors=["card payment is not offered for this link"],
             )
-        form = await _submitted(request, checkout)
+        form = await _submitted(request, ctx, checkout)
     except AppError as error:
-        return error_answer(request, error, back=_back(link_id, token))
-    await session.close()  # the read is done with; the payment writes in sessions of its own
+        return error_answer(request, site, error, back=_back(link_id, token))
     back = page_urls(checkout.link.uuid, token)["page"]
     language = language_of(request)
     t = TEXTS[language]
@@ -277,6 +285,7 @@ async def pay_by_card(
         until = checkout.card_locked_until
         return refused(
             request,
+            site,
             checkout,
             token,
             ErrorCode.CARD_PAYMENT_LOCKED,
@@ -288,6 +297,7 @@ async def pay_by_card(
     if card is None:
         return refused(
             request,
+            site,
             checkout,
             token,
             ErrorCode.INVALID_PARAMETERS,
@@ -296,12 +306,12 @@ async def pay_by_card(
             errors=[f"{name} is invalid" for name in kept.problems],
         )
     outcome = await card_payments.pay_by_card(
-        request.app.state.database,
+        ctx.database,
         link_id=checkout.link.id,
         card=card,
         installments=kept.installments,
         processor=processor,
-        timeout_seconds=request.app.state.settings.card_processor_timeout_seconds,
+        timeout_seconds=ctx.card_timeout_seconds,
     )
     match outcome:
         case CardPaid() | LinkNotPayable(status="PAID"):
@@ -310,13 +320,14 @@ async def pay_by_card(
             expired = AppError(
                 ErrorCode.PAYMENT_LINK_EXPIRED, errors=["the payment link has expired"]
             )
-            return error_answer(request, expired)
+            return error_answer(request, site, expired)
         case CardRefused(reason=reason, locked_until=locked_until):
             message = t[reason.value]
             if locked_until is not None:
                 message += " " + t["card_locked"].format(hour=hour(locked_until))
             return refused(
                 request,
+                site,
                 replace(checkout, card_locked_until=locked_until),
                 token,
                 ErrorCode.CARD_REFUSED,
@@ -327,6 +338,7 @@ async def pay_by_card(
         case CardLocked(until=until):
             return refused(
                 request,
+                site,
                 replace(checkout, card_locked_until=until),
                 token,
                 ErrorCode.CARD_PAYMENT_LOCKED,
@@ -337,6 +349,7 @@ async def pay_by_card(
         case CardInProgress():
             return refused(
                 request,
+                site,
                 checkout,
                 token,
                 ErrorCode.CARD_PAYMENT_IN_PROGRESS,
@@ -372,18 +385,17 @@ def _locked_line(until: datetime) -> str:
     },
 )
 async def simulate_pix_payment(
-    link_id: LinkId, request: Request, session: ReadSessionDep, token: Token = ""
+    link_id: LinkId, request: Request, ctx: CheckoutsDep, token: Token = ""
 ) -> Response:
     try:
-        checkout = await _open(request, session, link_id, token)
-        if not request.app.state.settings.is_sandbox:
+        checkout = await _open(request, ctx, link_id, token)
+        if not ctx.site.sandbox:
             raise AppError(ErrorCode.SANDBOX_ONLY, errors=["PIX is simulated only in sandbox"])
         if checkout.status == "PAID":
-            return _already_paid(request, checkout, token)
-        await _submitted(request, checkout)
+            return _already_paid(request, ctx, checkout, token)
+        await _submitted(request, ctx, checkout)
     except AppError as error:
-        return error_answer(request, error, back=_back(link_id, token))
-    await session.close()
+        return error_answer(request, ctx.site, error, back=_back(link_id, token))
     link = checkout.link
     if checkout.status == "CREATED" and checkout.pix_code is not None and link.pix_txid:
         now = clock.now()
@@ -398,7 +410,7 @@ async def simulate_pix_payment(
             user_reference=link.user_reference,
         )
         event = NewEvent(link.customer_id, EventType.PIX_QR_INBOUND, payment)
-        async with request.app.state.database.session() as writing:
-            await flows.publish_events_paying_links(writing, [event])
+        async with ctx.database.session() as writing:
+            await publish_events_paying_links(writing, [event])
             await writing.commit()
     return to_page(page_urls(link.uuid, token)["page"])

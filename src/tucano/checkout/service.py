@@ -17,14 +17,14 @@ from tucano.core.errors import AppError, ErrorCode
 from tucano.core.money import from_cents
 from tucano.customers import service as customers
 from tucano.customers.service import Merchant
-from tucano.payment_links import reads as link_reads
+from tucano.payment_links import service as payment_links
 from tucano.payment_links.checkout_tokens import (
     ExpiredCheckoutToken,
     InvalidCheckoutToken,
     verify_checkout_token,
 )
+from tucano.payment_links.domain import METHOD_CARD, StatusName, status_at
 from tucano.payment_links.models import Payment, PaymentLink
-from tucano.payment_links.schemas import METHOD_CARD, StatusName, status_at
 
 NOT_A_CHECKOUT = (
     "this checkout address is not valid: its token is missing, altered or another link's"
@@ -55,7 +55,7 @@ async def find_link(
     except InvalidCheckoutToken:
         # The same answer whatever is wrong with it: nothing to learn about other links.
         raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND, errors=[NOT_A_CHECKOUT]) from None
-    found = await link_reads.find_link_for_checkout(session, link_uuid)
+    found = await payment_links.find_link_for_checkout(session, link_uuid)
     if found is None:  # a genuine token outlives nothing: links are never deleted
         raise AppError(ErrorCode.PAYMENT_LINK_NOT_FOUND, errors=[NOT_A_CHECKOUT])
     link, payment = found

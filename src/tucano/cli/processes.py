@@ -157,7 +157,7 @@ def worker_command(
     raise_open_files_limit()
     metrics_at = None if port is None else (metrics_host, port)
     try:
-        import uvloop  # installed with uvicorn[standard]; the loop `tucano serve` runs on too
+        import uvloop  # the loop `tucano serve` runs on too
     except ImportError:  # pragma: no cover
         asyncio.run(_run_worker(settings, metrics_at))
     else:

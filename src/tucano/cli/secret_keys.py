@@ -20,7 +20,8 @@ def reencrypt_command() -> None:
     TUCANO_PREVIOUS_SECRET_KEYS sealed it; print how many webhooks changed, as one JSON object."""
     from tucano.core.secret_box import SecretBoxError
     from tucano.db.database import Database
-    from tucano.webhooks.secret_store import load_secret_store, reseal_all
+    from tucano.webhooks.secret_store import load_secret_store
+    from tucano.webhooks.service import reseal_all
 
     settings = settings_or_fail()
     prepare_database(settings, migrate=False)

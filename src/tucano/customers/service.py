@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from tucano.brazil.pix_keys import sandbox_pix_key
 from tucano.core.clock import format_utc
 from tucano.customers.models import MerchantProfile
+from tucano.customers.repository import MerchantProfileRepository
 from tucano.customers.schemas import MerchantProfileInput
 
 DEFAULT_MCC = "0000"  # "not informed", as the BR Code manual allows
@@ -26,12 +27,11 @@ async def set_profile(
     now: datetime,
 ) -> MerchantProfile:
     """Create or change the customer's profile: a Pix key or MCC left out keeps its value."""
-    stored = await session.get(MerchantProfile, customer_id, with_for_update=True)
-    if stored is None:
-        stored = MerchantProfile(
-            customer_id=customer_id, pix_key=None, mcc=DEFAULT_MCC, created_at=now
-        )
-        session.add(stored)
+    profiles = MerchantProfileRepository(session)
+    found = await profiles.get(customer_id, for_update=True)
+    stored = found or MerchantProfile(
+        customer_id=customer_id, pix_key=None, mcc=DEFAULT_MCC, created_at=now
+    )
     stored.merchant_name = profile.merchant_name
     stored.merchant_city = profile.merchant_city
     if clear_pix_key:
@@ -41,12 +41,14 @@ async def set_profile(
     if profile.mcc is not None:
         stored.mcc = profile.mcc
     stored.updated_at = now
+    if found is None:
+        return await profiles.add(stored)
     await session.flush()
     return stored
 
 
 async def get_profile(session: AsyncSession, *, customer_id: int) -> MerchantProfile | None:
-    return await session.get(MerchantProfile, customer_id)
+    return await MerchantProfileRepository(session).get(customer_id)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,16 +27,6 @@ NEVER_REUSED_IDS: dict[str, Any] = {"sqlite_autoincrement": True}
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-
-
-# SQLite compares timestamps as text: the hot paths that bind datetimes themselves must write
-# them exactly as SQLAlchemy does, ".000000" included (docs/adr/database.md).
-def sqlite_time_text(moment: datetime) -> str:
-    """A (naive UTC) time as SQLite keeps it: text that sorts as the times do."""
-    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
-sqlite3.register_adapter(datetime, sqlite_time_text)
 
 
 class UTCDateTime(TypeDecorator[datetime]):

@@ -1,4 +1,4 @@
-"""Engines per dialect: SQLite's setup and one writer, PostgreSQL's pool, asyncpg's own pool."""
+"""Engines per database: SQLite's set-up (one writer, readers of their own), PostgreSQL's pool."""
 
 from __future__ import annotations
 
@@ -6,23 +6,18 @@ import os
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
+from sqlalchemy.engine import Connection
 from sqlalchemy.engine.url import make_url
 from sqlalchemy.exc import DisconnectionError
-from sqlalchemy.ext.asyncio import (
-    AsyncEngine,
-    create_async_engine,
-)
-from sqlalchemy.pool import PoolResetState
-from sqlalchemy.util import await_
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from tucano.db.fair_pool import FirstComePool
-from tucano.db.sqlite_inline import INLINE_BUSY_TIMEOUT_MS, inline_connector
-
-_BEGIN_PENDING = "tucano_begin_pending"
 # The SQLite database holds sealed secrets and the sandbox's key: its owner's alone. SQLite
 # gives its -wal and -shm files the database file's mode.
 SQLITE_FILE_MODE = 0o600
+# Connections of a process that only read, on SQLite (each on a thread of aiosqlite's).
+SQLITE_READ_CONNECTIONS = 4
+# How long a statement waits for another connection's write lock on SQLite.
+SQLITE_BUSY_TIMEOUT_MS = 10_000
 
 
 def create_private_sqlite_file(database_url: str) -> None:
@@ -38,23 +33,22 @@ def create_private_sqlite_file(database_url: str) -> None:
         return
 
 
-def _configure_sqlite(
-    engine: AsyncEngine, *, read_only: bool = False, inline: bool = False
-) -> None:
-    # Writers take the write lock up front (see _on_begin); readers only a snapshot (WAL lets
-    # them read while another connection, or another process, writes).
+def _configure_sqlite(engine: AsyncEngine, *, read_only: bool) -> None:
+    """WAL, foreign keys and a busy timeout on every connection; SQLAlchemy, not the driver,
+    starts transactions: writers with BEGIN IMMEDIATE (the write lock up front, so a transaction
+    that reads and then writes never fails at once with SQLITE_BUSY), readers with a plain
+    BEGIN (a snapshot that neither waits for a writer nor holds one up). This is the recipe of
+    SQLAlchemy's SQLite documentation ("Serializable isolation / Savepoints")."""
     begin = "BEGIN" if read_only else "BEGIN IMMEDIATE"
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # SQLAlchemy, not the driver, starts transactions (see _on_begin).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
-        busy_timeout = INLINE_BUSY_TIMEOUT_MS if inline else 10_000
-        cursor.execute(f"PRAGMA busy_timeout={busy_timeout}")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         if read_only:
             # A read session that wrote would upgrade its snapshot to a writer, which SQLite
             # may refuse at once (SQLITE_BUSY): refused here, always, so no such code ships.
@@ -62,28 +56,8 @@ def _configure_sqlite(
         cursor.close()
 
     @event.listens_for(engine.sync_engine, "begin")
-    def _on_begin(connection: Any) -> None:
-        # Take the write lock up front: a deferred transaction that reads and then writes can
-        # fail with SQLITE_BUSY at once instead of waiting out busy_timeout. One hand-over to
-        # the driver's thread, not SQLAlchemy's three (docs/adr/database.md).
-        driver = connection.connection.driver_connection  # aiosqlite.Connection
-        info = connection.connection.info  # the pooled connection's, kept across checkouts
-        # Until the BEGIN has run, sqlite3 does not say a transaction is open; if the request
-        # is cancelled meanwhile, the BEGIN still runs on the thread after it: _on_reset must
-        # then roll it back (queued behind it), or the connection goes back holding the lock.
-        info[_BEGIN_PENDING] = True
-        await_(driver._execute(driver._conn.execute, begin))
-        del info[_BEGIN_PENDING]
-
-    @event.listens_for(engine.sync_engine, "reset")
-    def _on_reset(dbapi_connection: Any, record: Any, state: PoolResetState) -> None:
-        # In place of the pool's rollback on every return (pool_reset_on_return=None): only a
-        # connection left in a transaction needs one, and sqlite3 knows without a hand-over.
-        begin_pending = record is not None and record.info.pop(_BEGIN_PENDING, False)
-        if state.terminate_only or not state.asyncio_safe:
-            return  # garbage collection: no I/O possible, and the pool closes the connection
-        if begin_pending or dbapi_connection.driver_connection.in_transaction:
-            dbapi_connection.rollback()
+    def _on_begin(connection: Connection) -> None:
+        connection.exec_driver_sql(begin)
 
 
 def _replace_closed_connections(engine: AsyncEngine) -> None:
@@ -104,59 +78,28 @@ def _replace_closed_connections(engine: AsyncEngine) -> None:
 POSTGRES_SESSION_SETUP = "SET jit = off"
 
 
-async def _set_up_session(connection: Any) -> None:
-    await connection.execute(POSTGRES_SESSION_SETUP)
-
-
-# Connections of a process that only read, on SQLite: on threads of aiosqlite's, and inline
-# (on the event loop's thread; a read session holds one across its awaits).
-SQLITE_READ_CONNECTIONS = 4
-SQLITE_INLINE_READ_CONNECTIONS = 16
-
-
 def create_engine(
-    database_url: str,
-    *,
-    pool_size: int = 10,
-    autocommit: bool = False,
-    read_only: bool = False,
-    inline: bool = False,
+    database_url: str, *, pool_size: int = 10, read_only: bool = False
 ) -> AsyncEngine:
-    """An engine; on SQLite, `read_only` gives connections of their own for reads, and `inline`
-    (with read_only) runs them on the event loop's thread (db/sqlite_inline.py)."""
+    """An engine. On SQLite, one writing connection (SQLite has one writer at a time, and
+    waiting for the connection in asyncio is far cheaper than SQLite's busy handler, which
+    sleeps), or with `read_only` a few connections of their own for reads. On PostgreSQL,
+    `read_only` runs each statement in autocommit: under READ COMMITTED every statement has its
+    own snapshot anyway, and no BEGIN and ROLLBACK save two round trips per request."""
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite":
         create_private_sqlite_file(database_url)
-        # One writing connection per process: SQLite has one writer at a time anyway, and
-        # queueing for the connection in asyncio is far cheaper than SQLite's busy handler,
-        # which sleeps. Reads have connections of their own (read_only), which neither wait
-        # for it nor take its lock.
-        inline = inline and read_only
-        extra: dict[str, Any] = {}
-        if inline:
-            args, options = SQLiteDialect_aiosqlite().create_connect_args(url)
-            extra["async_creator"] = inline_connector(list(args), dict(options))
         engine = create_async_engine(
             url,
             hide_parameters=True,
-            poolclass=FirstComePool,
-            pool_size=(
-                SQLITE_INLINE_READ_CONNECTIONS
-                if inline
-                else SQLITE_READ_CONNECTIONS
-                if read_only
-                else 1
-            ),
+            pool_size=SQLITE_READ_CONNECTIONS if read_only else 1,
             max_overflow=0,
             pool_timeout=120,
-            pool_reset_on_return=None,  # see _on_reset
-            **extra,
         )
-        _configure_sqlite(engine, read_only=read_only, inline=inline)
+        _configure_sqlite(engine, read_only=read_only)
         return engine
     engine = create_async_engine(
         url,
-        poolclass=FirstComePool,
         pool_size=pool_size,
         # No overflow: a connection opened beyond the pool is closed again on return, and
         # under load that churn (connect, TLS probe, statement cache warm-up) cost more than
@@ -167,7 +110,7 @@ def create_engine(
         pool_recycle=1800,
         # SQL parameters never reach an error message or a log line.
         hide_parameters=True,
-        **({"isolation_level": "AUTOCOMMIT"} if autocommit else {}),
+        **({"isolation_level": "AUTOCOMMIT"} if read_only else {}),
     )
     _replace_closed_connections(engine)
 
@@ -178,29 +121,28 @@ def create_engine(
     return engine
 
 
-async def _keep_session_state(_connection: Any) -> None:
-    """The pool's reset: nothing beyond asyncpg's own (see Database.driver_connection). Nothing
-    on these connections sets session state (no LISTEN, advisory lock or cursor) but the SET of
-    POSTGRES_SESSION_SETUP when each opens, which must outlive its returns to the pool."""
+async def _set_up_session(connection: Any) -> None:
+    await connection.execute(POSTGRES_SESSION_SETUP)
 
 
 async def create_asyncpg_pool(engine: AsyncEngine, *, size: int) -> Any:
     """An asyncpg pool on the database `engine` connects to, with the same connection options
-    (those of the URL's query string, `ssl` for one, included)."""
+    (the URL's query string, `ssl` for one, included) and the same session set-up."""
     import asyncpg
 
     _, options = engine.dialect.create_connect_args(engine.url)
-    # SQLAlchemy's own spelling of asyncpg's option; its other extras do not apply here.
+    # SQLAlchemy's spelling of asyncpg's statement cache option; its other extras do not apply.
     options["statement_cache_size"] = options.pop("prepared_statement_cache_size", 100)
     options.pop("prepared_statement_name_func", None)
     options.pop("async_creator_fn", None)
     return await asyncpg.create_pool(
-        **options,
-        min_size=0,
-        max_size=size,
-        init=_set_up_session,
-        reset=_keep_session_state,
+        **options, min_size=0, max_size=size, init=_set_up_session, reset=_keep_session
     )
+
+
+async def _keep_session(connection: Any) -> None:
+    """Nothing to reset between borrowers: each statement runs in autocommit, and asyncpg's
+    default reset (RESET ALL and more, a round trip) would also undo the session's set-up."""
 
 
 async def connect_asyncpg(database_url: str, *, database: str | None = None) -> Any:

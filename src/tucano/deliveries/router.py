@@ -1,5 +1,6 @@
-"""Delivery results (A6), redelivery and sandbox test events (the events endpoints, that
-other systems publish through, are in events_router)."""
+"""Delivery results (A6), redelivery, sandbox test events, and deleting a webhook (which takes
+its pending deliveries off the queue). The events endpoints that other systems publish through
+are the ingest feature's."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
 
 from tucano.api.dependencies import JsonContent, error_responses, optional_transaction_id
+from tucano.api.deps import DatabaseDep, ReadSessionDep, SessionDep, SettingsDep
 from tucano.api.pagination import Page, PageParams
 from tucano.api.routing import DecimalJSONRoute
-from tucano.api.sessions import ReadSessionDep, SessionDep
-from tucano.api.wire import RangeEnd, RangeStart, WholeNumber, json_response, range_is_reversed
+from tucano.api.wire import RangeEnd, RangeStart, WholeNumber, range_is_reversed
 from tucano.auth.deps import WebhookReader, WebhookWriter
 from tucano.core.errors import AppError, BadRequest, ErrorCode
-from tucano.deliveries import outbox, results
+from tucano.deliveries import service
+from tucano.deliveries.result_repository import ResultFilters
 from tucano.deliveries.schemas import (
     EventAccepted,
     Redelivery,
@@ -66,7 +68,7 @@ async def list_results(
             "offset) or a date (to the end of that day, UTC).",
         ),
     ] = None,
-) -> Response:
+) -> Page[WebhookResult]:
     if (
         start_date is not None
         and end_date is not None
@@ -78,16 +80,14 @@ async def list_results(
         )
     ):
         raise BadRequest("startDate must not be after endDate")
-    rows, total = await results.list_results(
+    rows, total = await service.list_results(
         session,
         customer_id=caller.customer_id,
-        filters=results.ResultFilters(event_type, webhook_id, status, start_date, end_date),
+        filters=ResultFilters(event_type, webhook_id, status, start_date, end_date),
         page=page,
     )
-    return json_response(
-        Page[WebhookResult].of(
-            [WebhookResult.of(r) for r in rows], total=total, page=page.page, size=page.size
-        )
+    return Page[WebhookResult].of(
+        [WebhookResult.of(r) for r in rows], total=total, page=page.page, size=page.size
     )
 
 
@@ -106,20 +106,17 @@ async def redeliver(
     webhook_id: Annotated[WebhookIdInPath, Path(alias="id")],
     body: Redelivery,
     session: SessionDep,
-) -> Response:
-    event = await outbox.redeliver(
+) -> EventAccepted:
+    event = await service.redeliver(
         session, customer_id=caller.customer_id, webhook_id=webhook_id, event_id=body.event_id
     )
     await session.commit()
-    return json_response(
-        EventAccepted(
-            event_id=event.id,
-            event_type=EventType(event.event_type),
-            customer_id=event.customer_id,
-            created_at=event.created_at,
-            deliveries=1,
-        ),
-        status_code=202,
+    return EventAccepted(
+        event_id=event.id,
+        event_type=EventType(event.event_type),
+        customer_id=event.customer_id,
+        created_at=event.created_at,
+        deliveries=1,
     )
 
 
@@ -134,23 +131,43 @@ async def send_test_event(
     caller: WebhookWriter,
     _json: JsonContent,
     body: SampleEventRequest,
-    request: Request,
-) -> Response:
-    if not request.app.state.settings.is_sandbox:
+    settings: SettingsDep,
+    database: DatabaseDep,
+) -> EventAccepted:
+    if not settings.is_sandbox:
         raise AppError(ErrorCode.SANDBOX_ONLY, errors=["test events exist only in the sandbox"])
     payload = sample_payload(body.event_type, partner_id=caller.partner_id)
-    (event,) = await outbox.publish_events_alone(
-        request.app.state.database,
-        [outbox.NewEvent(caller.customer_id, body.event_type, payload)],
+    (event,) = await service.publish_events_alone(
+        database, [service.NewEvent(caller.customer_id, body.event_type, payload)]
     )
-    return json_response(accepted(event), status_code=202)
+    return EventAccepted.of(event)
 
 
-def accepted(event: outbox.PublishedEvent) -> EventAccepted:
-    return EventAccepted(
-        event_id=event.id,
-        event_type=event.event_type,
-        customer_id=event.customer_id,
-        created_at=event.created_at,
-        deliveries=event.deliveries,
-    )
+# A5 sits with the webhook interface in the document, and here in the code: deleting a webhook
+# also cancels its pending deliveries (service.delete_webhook).
+webhook_deletion = APIRouter(
+    prefix="/webhook/v1",
+    tags=["webhooks"],
+    route_class=DecimalJSONRoute,
+    dependencies=[Depends(optional_transaction_id)],
+)
+
+
+@webhook_deletion.delete(
+    "/{id:webhook_id}",
+    summary="Delete a webhook (A5)",
+    description="Its pending deliveries are cancelled: each waiting one is recorded as not "
+    "sent; one being sent is recorded by its worker.",
+    status_code=204,
+    response_class=Response,
+    responses=error_responses(400, 401, 403, 404, 415),
+)
+async def delete_webhook(
+    caller: WebhookWriter,
+    _json: JsonContent,
+    webhook_id: Annotated[WebhookIdInPath, Path(alias="id", description="The webhookId.")],
+    session: SessionDep,
+) -> Response:
+    await service.delete_webhook(session, customer_id=caller.customer_id, webhook_id=webhook_id)
+    await session.commit()
+    return Response(status_code=204)

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, StrictInt
+from pydantic import Field
 
 from tucano.api.wire import ApiModel, UtcTimestamp
 from tucano.deliveries.models import DeliveryResult
+from tucano.deliveries.service import PublishedEvent
 from tucano.events.types import EventType
-from tucano.webhooks.schemas import MAX_ID
 
 ResultStatusName = Literal["SUCCESS", "FAILED", "PENDING_RETRY", "EXHAUSTED"]
 
@@ -52,14 +52,6 @@ class WebhookResult(ApiModel):
         )
 
 
-class EventPublication(ApiModel):
-    event_type: EventType
-    customer_id: StrictInt = Field(ge=1, le=MAX_ID)
-    payload: dict[str, Any] = Field(
-        description="The event's payload, as documented for its type in the webhooks section."
-    )
-
-
 class SampleEventRequest(ApiModel):
     event_type: EventType
 
@@ -77,20 +69,12 @@ class EventAccepted(ApiModel):
     created_at: UtcTimestamp
     deliveries: int = Field(description="How many webhooks the event is queued for.")
 
-
-# decisions.md, "Publishing events in batches".
-MAX_EVENTS_PER_BATCH = 500
-
-
-class EventBatch(ApiModel):
-    events: list[EventPublication] = Field(
-        min_length=1,
-        max_length=MAX_EVENTS_PER_BATCH,
-        description="1 to 500 events, each the body of POST /internal/v1/events.",
-    )
-
-
-class EventsAccepted(ApiModel):
-    """Every event of the batch is stored, with its deliveries queued."""
-
-    events: list[EventAccepted] = Field(description="One answer per event, in the order sent.")
+    @classmethod
+    def of(cls, event: PublishedEvent) -> EventAccepted:
+        return cls(
+            event_id=event.id,
+            event_type=event.event_type,
+            customer_id=event.customer_id,
+            created_at=event.created_at,
+            deliveries=event.deliveries,
+        )

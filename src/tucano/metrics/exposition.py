@@ -17,7 +17,7 @@ from prometheus_client.registry import Collector
 from tucano.config import Settings, metrics_directory
 from tucano.core.logs import exception_summary
 from tucano.db.database import Database
-from tucano.deliveries.backlog import Backlog, delivery_backlog
+from tucano.deliveries.service import Backlog, delivery_backlog
 
 log = structlog.get_logger("tucano.metrics")
 

@@ -4,7 +4,14 @@ from tucano.auth.models import ApiClient, InstanceSecret
 from tucano.checkout.models import CardAttempt
 from tucano.customers.models import MerchantProfile
 from tucano.db.base import Base
-from tucano.deliveries.models import Delivery, DeliveryResult, DeliveryResultCount, Event
+from tucano.deliveries.models import (
+    CancelledDelivery,
+    Delivery,
+    DeliveryResult,
+    DeliveryResultCount,
+    Event,
+)
+from tucano.ingest.models import EventIdempotencyKey
 from tucano.payment_links.models import (
     IdempotencyKey,
     LinkDayChange,
@@ -18,11 +25,13 @@ metadata = Base.metadata
 
 __all__ = [
     "ApiClient",
+    "CancelledDelivery",
     "CardAttempt",
     "Delivery",
     "DeliveryResult",
     "DeliveryResultCount",
     "Event",
+    "EventIdempotencyKey",
     "IdempotencyKey",
     "InstanceSecret",
     "LinkDayChange",

@@ -6,20 +6,18 @@ import asyncio
 import csv
 import io
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Select, select, tuple_
-
 from tucano.core.clock import clock, format_utc
 from tucano.core.money import from_cents
 from tucano.db.database import Database
-from tucano.payment_links.link_filters import LinkFilters, matched_links
-from tucano.payment_links.models import PaymentLink
-from tucano.payment_links.reads import LINKS, PAYMENT_VIEW, PAYMENTS, payment_view_of
-from tucano.payment_links.schemas import status_at
+from tucano.payment_links.domain import status_at
+from tucano.payment_links.filters import LinkFilters
+from tucano.payment_links.listing_repository import ListingRepository
+from tucano.payment_links.service import payment_view_of
 
 CSV_COLUMNS = [
     "linkPaymentUuid",
@@ -89,20 +87,7 @@ async def stream_csv(
     yield buffer.getvalue()
     last: tuple[datetime, int] | None = None
     while True:
-        matched = matched_links(customer_id, filters, now)
-        if last is not None:
-            matched = matched.where(tuple_(PaymentLink.created_at, PaymentLink.id) < last)
-        newest_first = (PaymentLink.created_at.desc(), PaymentLink.id.desc())
-        chunk = (
-            matched.add_columns(PaymentLink.id).order_by(*newest_first).limit(CSV_CHUNK)
-        ).subquery()
-        rows = await _read_whole(
-            database,
-            select(*LINKS.c, *PAYMENT_VIEW)
-            .join(chunk, chunk.c.id == LINKS.c.id)
-            .outerjoin(PAYMENTS, PAYMENTS.c.link_id == LINKS.c.id)
-            .order_by(LINKS.c.created_at.desc(), LINKS.c.id.desc()),
-        )
+        rows = await _read_whole(database, customer_id, filters, now, last)
         if not rows:
             return
         buffer.seek(0)
@@ -142,17 +127,25 @@ def _amount(cents: int, *, decimal_comma: bool) -> str:
     return written.replace(".", ",") if decimal_comma else written
 
 
-async def _read_whole(database: Database, statement: Select[Any]) -> list[Any]:
-    """`statement`'s rows, read to the end even if the caller is cancelled meanwhile.
+async def _read_whole(
+    database: Database,
+    customer_id: int,
+    filters: LinkFilters,
+    now: datetime,
+    last: tuple[datetime, int] | None,
+) -> Sequence[Any]:
+    """The next chunk after `last`, read to the end in a read session of its own even if the
+    caller is cancelled meanwhile.
 
     A streamed response is cancelled when its client goes away; a read cancelled mid-statement
-    would leave its connection inside a transaction, which on SQLite holds the write lock (see
-    `_on_begin` in db.engines, and docs/adr/payment-links.md). Shielded, the read finishes and
-    its session closes normally; the stream stops after it."""
+    could leave its connection inside a transaction. Shielded, the read finishes and its
+    session closes normally; the stream stops after it."""
 
-    async def read() -> list[Any]:
-        async with database.bulk_read_session() as session:
-            return list(await session.execute(statement))
+    async def read() -> Sequence[Any]:
+        async with database.read_session() as session:
+            return await ListingRepository(session).chunk(
+                customer_id=customer_id, filters=filters, now=now, before=last, limit=CSV_CHUNK
+            )
 
     task = asyncio.ensure_future(read())
     # Nobody may wait for the result any more: still collect a failure, so it is not reported

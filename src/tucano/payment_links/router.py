@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -19,22 +17,19 @@ from tucano.api.dependencies import (
 )
 from tucano.api.pagination import Page, PageParams
 from tucano.api.routing import DecimalJSONRoute
-from tucano.api.sessions import ReadSessionDep
 from tucano.api.wire import CanonicalUUID, RangeEnd, RangeStart, json_response, range_is_reversed
 from tucano.auth.deps import PaymentLinkReader, PaymentLinkWriter
 from tucano.brazil.documents import normalize_document
 from tucano.core import json_codec
-from tucano.core.clock import clock
 from tucano.core.errors import BadRequest
-from tucano.payment_links import creation, export, listing, reads
-from tucano.payment_links.link_filters import LinkFilters
+from tucano.payment_links import export, service
+from tucano.payment_links.deps import PaymentLinksDep
+from tucano.payment_links.domain import PaymentMethod, StatusName
+from tucano.payment_links.filters import LinkFilters
 from tucano.payment_links.schemas import (
     PaymentLinkCreate,
     PaymentLinkOut,
     PaymentLinkReport,
-    PaymentMethod,
-    StatusName,
-    link_document,
 )
 
 
@@ -121,18 +116,6 @@ async def link_filters(
 Filters = Annotated[LinkFilters, Depends(link_filters)]
 
 
-def _presenter(request: Request) -> Callable[[Any, Any], dict[str, Any]]:
-    """Links as this request shows them: statuses at this moment, checkout URLs of this host."""
-    now = clock.now()
-    public_url = request.app.state.settings.public_url
-    key = request.app.state.checkout_key
-
-    def present(link: Any, payment: Any) -> dict[str, Any]:
-        return link_document(link, payment, now=now, public_url=public_url, checkout_key=key)
-
-    return present
-
-
 @router.post(
     "",
     summary="Create a payment link (B1)",
@@ -146,25 +129,18 @@ async def create_payment_link(
     _json: JsonContent,  # before the header's 400: 401, 403, 415, then 400 (decisions.md)
     transaction_id: RequiredTransactionId,
     body: PaymentLinkCreate,
-    request: Request,
+    links: PaymentLinksDep,
 ) -> Response:
-    settings = request.app.state.settings
-    link = creation.new_link(
-        customer_id=caller.customer_id,
-        data=body,
-        autopay_delay=(
-            timedelta(seconds=settings.sandbox_autopay_delay_seconds)
-            if settings.is_sandbox
-            else None
-        ),
+    link = service.new_link(
+        customer_id=caller.customer_id, data=body, autopay_delay=links.autopay_delay
     )
-    answer = await creation.create_link(
-        request.app.state.database,
-        ref=creation.IdempotencyRef(
-            caller.customer_id, transaction_id, creation.request_fingerprint(body)
+    answer = await service.create_link(
+        links.database,
+        ref=service.IdempotencyRef(
+            caller.customer_id, transaction_id, service.request_fingerprint(body)
         ),
         link=link,
-        response=json_codec.dumps(_presenter(request)(link, None)),
+        response=json_codec.dumps(links.presenter()(link, None)),
     )
     return Response(answer, media_type="application/json")
 
@@ -183,17 +159,18 @@ async def list_payment_links(
     _transaction_id: RequiredTransactionId,
     filters: Filters,
     page: PageParams,
-    request: Request,
+    links: PaymentLinksDep,
     sort: Annotated[list[str] | None, Query(description="field,asc|desc; repeatable.")] = None,
 ) -> Response:
-    rows, total = await listing.list_links(
-        request.app.state.database,
-        customer_id=caller.customer_id,
-        filters=filters,
-        sort=sort or [],
-        page=page,
-    )
-    present = _presenter(request)
+    async with links.database.read_session() as session:  # (as in get_payment_link)
+        rows, total = await service.list_links(
+            session,
+            customer_id=caller.customer_id,
+            filters=filters,
+            sort=sort or [],
+            page=page,
+        )
+    present = links.presenter()
     content = [present(link, payment) for link, payment in rows]
     return json_response(Page[Any].of(content, total=total, page=page.page, size=page.size))
 
@@ -215,7 +192,7 @@ async def report_payment_links(
     _transaction_id: RequiredTransactionId,
     filters: Filters,
     request: Request,
-    session: ReadSessionDep,
+    links: PaymentLinksDep,
     csv_format: Annotated[
         export.CsvForm,
         Query(
@@ -232,7 +209,7 @@ async def report_payment_links(
     )
     if wanted == "text/csv":
         rows = export.stream_csv(
-            request.app.state.database,
+            links.database,
             customer_id=caller.customer_id,
             filters=filters,
             form=csv_format,
@@ -245,7 +222,8 @@ async def report_payment_links(
                 "Vary": "Accept",
             },
         )
-    totals = await listing.report(session, customer_id=caller.customer_id, filters=filters)
+    async with links.database.read_session() as session:
+        totals = await service.report(session, customer_id=caller.customer_id, filters=filters)
     return json_response(PaymentLinkReport(**totals), headers={"Vary": "Accept"})
 
 
@@ -259,11 +237,12 @@ async def get_payment_link(
     caller: PaymentLinkReader,
     _transaction_id: RequiredTransactionId,
     link_uuid: Annotated[CanonicalUUID, Path(alias="linkPaymentUuid")],
-    request: Request,
+    links: PaymentLinksDep,
 ) -> Response:
-    link, payment = await reads.read_link(
-        request.app.state.database, customer_id=caller.customer_id, link_uuid=link_uuid
+    link, payment = await service.read_link(
+        links.database, customer_id=caller.customer_id, link_uuid=link_uuid
     )
     return Response(
-        json_codec.dumps(_presenter(request)(link, payment)), media_type="application/json"
+        json_codec.dumps(links.presenter()(link, payment)),
+        media_type="application/json",
     )

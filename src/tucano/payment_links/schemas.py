@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import unicodedata
 import uuid
-from datetime import datetime, timedelta
-from enum import IntEnum
+from datetime import datetime
 from functools import lru_cache
-from typing import Annotated, Any, Literal, NamedTuple, Protocol
+from typing import Annotated, Any, NamedTuple, Protocol
 
 from pydantic import BeforeValidator, Field, StrictInt, StringConstraints, field_validator
 
@@ -16,20 +15,13 @@ from tucano.brazil.documents import parse_registration_number
 from tucano.core.card_numbers import holds_a_card_number
 from tucano.core.money import Money, MoneyOut, from_cents
 from tucano.payment_links.checkout_tokens import issue_checkout_token
-from tucano.payment_links.installments import MAX_INSTALLMENTS, installment_options
-
-StatusName = Literal["CREATED", "PAID", "EXPIRED"]
-STATUS_CODES: dict[str, int] = {"CREATED": 1, "PAID": 2, "EXPIRED": 3}
-
-
-class PaymentMethod(IntEnum):
-    CREDIT_CARD = 1
-    PIX = 2
-
-
-METHOD_CARD = PaymentMethod.CREDIT_CARD
-METHOD_PIX = PaymentMethod.PIX
-METHOD_NAMES = {METHOD_CARD: "CREDIT_CARD", METHOD_PIX: "PIX"}
+from tucano.payment_links.domain import (
+    MAX_INSTALLMENTS,
+    STATUS_CODES,
+    StatusName,
+    installment_options,
+    status_at,
+)
 
 # Line and paragraph separators end a line as \n does, in a CSV cell or a log line alike.
 _LINE_SEPARATORS = frozenset("\u2028\u2029")
@@ -155,13 +147,6 @@ class PaymentView(NamedTuple):
     amount_cents: int
 
 
-def status_at(link: LinkFields, now: datetime) -> StatusName:
-    """The status a reader sees: a CREATED link is EXPIRED from its expiration moment on."""
-    if link.status == "PAID":
-        return "PAID"
-    return "EXPIRED" if now >= link.expires_at else "CREATED"
-
-
 @lru_cache(maxsize=8192)
 def _checkout_url(public_url: str, link_uuid: uuid.UUID, expires_at: datetime, key: bytes) -> str:
     # The token is the same on every read of a link: signed once, remembered.
@@ -212,10 +197,6 @@ def link_document(
             "amount": from_cents(payment.amount_cents),
         },
     }
-
-
-def expiration_of(created_at: datetime, days: int) -> datetime:
-    return created_at + timedelta(days=days)
 
 
 # --- the report (B4) ----------------------------------------------------------------------

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query
 from starlette.responses import Response
 
 from tucano.api.dependencies import JsonContent, error_responses, optional_transaction_id
+from tucano.api.deps import DatabaseDep, ReadSessionDep, SessionDep, SettingsDep, provided
 from tucano.api.pagination import Page, PageParams
 from tucano.api.routing import DecimalJSONRoute
-from tucano.api.sessions import ReadSessionDep, SessionDep
 from tucano.api.wire import json_response
 from tucano.auth.deps import WebhookReader, WebhookWriter
 from tucano.core.clock import clock
-from tucano.deliveries import cancellation
 from tucano.events.types import EventType
 from tucano.webhooks import service
 from tucano.webhooks.models import Webhook as WebhookRow
@@ -37,6 +36,10 @@ router = APIRouter(
 )
 
 WebhookId = Annotated[WebhookIdInPath, Path(alias="id", description="The webhookId.")]
+SecretStoreDep = Annotated[WebhookSecretStore, Depends(provided("webhook_secret_store"))]
+
+# DELETE /webhook/v1/{id} is in deliveries/router.py: deleting a webhook also takes its pending
+# deliveries off the queue (deliveries.service.delete_webhook).
 
 
 @router.get(
@@ -47,17 +50,14 @@ WebhookId = Annotated[WebhookIdInPath, Path(alias="id", description="The webhook
 )
 async def list_webhooks(
     caller: WebhookReader,
-    request: Request,
+    database: DatabaseDep,
     page: PageParams,
     event_type: Annotated[
         EventType | None, Query(alias="eventType", description="Only this event type.")
     ] = None,
 ) -> Response:
     rows, total = await service.list_webhooks(
-        request.app.state.database,
-        customer_id=caller.customer_id,
-        event_type=event_type,
-        page=page,
+        database, customer_id=caller.customer_id, event_type=event_type, page=page
     )
     return json_response(
         Page[Webhook].of([Webhook.of(r) for r in rows], total=total, page=page.page, size=page.size)
@@ -76,19 +76,19 @@ async def create_webhook(
     caller: WebhookWriter,
     _json: JsonContent,
     body: WebhookCreate,
-    request: Request,
-    session: SessionDep,
-) -> Response:
-    store = _secret_store(request)
-    webhook = await service.create_webhook(
-        session,
-        caller=caller,
-        data=body,
-        settings=request.app.state.settings,
-        secret_store=store,
-    )
-    await session.commit()
-    return json_response(WebhookCreated.with_secret(webhook, secret=store.secret(webhook)))
+    settings: SettingsDep,
+    database: DatabaseDep,
+    store: SecretStoreDep,
+) -> WebhookCreated:
+    # Before the session: the check may wait on DNS, and on SQLite a write session holds the
+    # database's one writer.
+    await service.check_target(body.target_url, settings)
+    async with database.session() as session:
+        webhook = await service.create_webhook(
+            session, caller=caller, data=body, settings=settings, secret_store=store
+        )
+        await session.commit()
+    return WebhookCreated.with_secret(webhook, secret=store.secret(webhook))
 
 
 @router.get(
@@ -99,11 +99,11 @@ async def create_webhook(
 )
 async def get_webhook(
     caller: WebhookReader, webhook_id: WebhookId, session: ReadSessionDep
-) -> Response:
+) -> Webhook:
     webhook = await service.get_webhook(
         session, customer_id=caller.customer_id, webhook_id=webhook_id
     )
-    return json_response(Webhook.of(webhook))
+    return Webhook.of(webhook)
 
 
 @router.put(
@@ -118,44 +118,17 @@ async def update_webhook(
     _json: JsonContent,
     webhook_id: WebhookId,
     body: WebhookUpdate,
-    request: Request,
-    session: SessionDep,
-) -> Response:
-    webhook = await service.update_webhook(
-        session,
-        customer_id=caller.customer_id,
-        webhook_id=webhook_id,
-        data=body,
-        settings=request.app.state.settings,
-    )
-    await session.commit()
-    return json_response(Webhook.of(webhook))
-
-
-@router.delete(
-    "/{id:webhook_id}",
-    summary="Delete a webhook (A5)",
-    status_code=204,
-    response_class=Response,
-    responses=error_responses(400, 401, 403, 404, 415),
-)
-async def delete_webhook(
-    caller: WebhookWriter, _json: JsonContent, webhook_id: WebhookId, session: SessionDep
-) -> Response:
-    # The webhook's row first, then its deliveries: the order every writer locks them in.
-    webhook = await service.get_webhook(
-        session, customer_id=caller.customer_id, webhook_id=webhook_id, for_update=True
-    )
-    await cancellation.cancel_deliveries_to(
-        session,
-        customer_id=caller.customer_id,
-        webhook_id=webhook_id,
-        target_url=webhook.target_url,
-        reason="not sent: the webhook was deleted; this delivery is cancelled",
-    )
-    await service.delete_webhook(session, customer_id=caller.customer_id, webhook_id=webhook_id)
-    await session.commit()
-    return Response(status_code=204)
+    settings: SettingsDep,
+    database: DatabaseDep,
+) -> Webhook:
+    if body.target_url is not None:  # before the session, as on create
+        await service.check_target(body.target_url, settings)
+    async with database.session() as session:
+        webhook = await service.update_webhook(
+            session, customer_id=caller.customer_id, webhook_id=webhook_id, data=body
+        )
+        await session.commit()
+    return Webhook.of(webhook)
 
 
 @router.get(
@@ -168,11 +141,11 @@ async def delete_webhook(
 )
 async def get_delivery_status(
     caller: WebhookReader, webhook_id: WebhookId, session: ReadSessionDep
-) -> Response:
+) -> WebhookDeliveryStatus:
     webhook = await service.get_webhook(
         session, customer_id=caller.customer_id, webhook_id=webhook_id
     )
-    return json_response(WebhookDeliveryStatus.of(webhook))
+    return WebhookDeliveryStatus.of(webhook)
 
 
 @router.get(
@@ -184,12 +157,12 @@ async def get_delivery_status(
     responses=error_responses(400, 401, 403, 404),
 )
 async def get_secret(
-    caller: WebhookWriter, webhook_id: WebhookId, request: Request, session: ReadSessionDep
-) -> Response:
+    caller: WebhookWriter, webhook_id: WebhookId, store: SecretStoreDep, session: ReadSessionDep
+) -> WebhookSecret:
     webhook = await service.get_webhook(
         session, customer_id=caller.customer_id, webhook_id=webhook_id
     )
-    return json_response(_secret_of(webhook, _secret_store(request)))
+    return _secret_of(webhook, store)
 
 
 @router.post(
@@ -204,20 +177,14 @@ async def rotate_secret(
     caller: WebhookWriter,
     _json: JsonContent,
     webhook_id: WebhookId,
-    request: Request,
+    store: SecretStoreDep,
     session: SessionDep,
-) -> Response:
-    store = _secret_store(request)
+) -> WebhookSecret:
     webhook = await service.rotate_secret(
         session, customer_id=caller.customer_id, webhook_id=webhook_id, secret_store=store
     )
     await session.commit()
-    return json_response(_secret_of(webhook, store))
-
-
-def _secret_store(request: Request) -> WebhookSecretStore:
-    store: WebhookSecretStore = request.app.state.webhook_secret_store
-    return store
+    return _secret_of(webhook, store)
 
 
 def _secret_of(webhook: WebhookRow, store: WebhookSecretStore) -> WebhookSecret:

@@ -11,9 +11,6 @@ import functools
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from tucano.auth.service import resolve_secret_key
 from tucano.config import Settings
 from tucano.core.secret_box import SecretBox
@@ -96,18 +93,6 @@ class WebhookSecretStore:
 
     def _open_uncached(self, place: str, stored: str) -> str:
         return self.box.open(stored, place=place)
-
-
-async def reseal_all(session: AsyncSession, store: WebhookSecretStore) -> int:
-    """Seal every webhook's secrets under the current key where another key sealed them (every
-    customer's: an operator's command); how many webhooks changed. Rows are locked on
-    PostgreSQL so that a rotation at the same moment waits."""
-    query = select(Webhook).order_by(Webhook.id)
-    if session.get_bind().dialect.name == "postgresql":
-        query = query.with_for_update()
-    resealed = sum(store.reseal(webhook) for webhook in await session.scalars(query))
-    await session.flush()
-    return resealed
 
 
 async def load_secret_store(settings: Settings, database: Database) -> WebhookSecretStore:

@@ -10,7 +10,6 @@ import pytest
 from tests.support.claims import add, claimed
 from tests.support.settings import make_settings
 from tucano.db.database import Database
-from tucano.deliveries import queue
 from tucano.deliveries.queue.backend import Claim, ClaimedDelivery
 from tucano.deliveries.worker.loop import PREFETCH, SLOW_ATTEMPTS_PER_SENDER, DeliveryWorker
 from tucano.webhooks.changes import WebhookChange
@@ -61,11 +60,11 @@ async def test_a_delivery_given_back_after_its_webhook_was_deleted_gets_its_last
     cancelled, kept = claimed("https://a.example/x", 1), claimed("https://a.example/x", 1)
     worker._stale = [cancelled, kept]
 
-    async def release(_database: Any, claims: Any, **_kwargs: Any) -> list[ClaimedDelivery]:
+    async def release(claims: Any, **_kwargs: Any) -> list[ClaimedDelivery]:
         assert claims == [cancelled, kept]
         return [cancelled]
 
-    monkeypatch.setattr(queue, "release_claims", release)
+    monkeypatch.setattr(worker.queue, "release", release)
     await worker._give_back_stale()
 
     (outcome,) = worker.recorder.outcomes
@@ -102,7 +101,7 @@ async def test_a_claim_under_way_when_changes_were_missed_is_given_back(
         worker._on_webhook_change(None)  # the rows below were read before it
         return Claim(rows, more_due=False)
 
-    monkeypatch.setattr(queue, "claim_due_deliveries", claim_while_the_listener_reconnects)
+    monkeypatch.setattr(worker.queue, "claim", claim_while_the_listener_reconnects)
     await worker._claim(10)
     assert worker._dispatcher.waiting == 0 and worker._stale == rows
 
@@ -110,7 +109,7 @@ async def test_a_claim_under_way_when_changes_were_missed_is_given_back(
     async def claim_later(*_args: Any, **_kwargs: Any) -> Claim:
         return Claim(rows, more_due=False)
 
-    monkeypatch.setattr(queue, "claim_due_deliveries", claim_later)
+    monkeypatch.setattr(worker.queue, "claim", claim_later)
     await worker._claim(10)
     assert worker._dispatcher.waiting == 3
 
@@ -132,7 +131,7 @@ async def test_failed_claims_pause_longer_each_time_and_log_one_traceback(
             raise OSError("connection refused")
         return Claim([], more_due=False)
 
-    monkeypatch.setattr(queue, "claim_due_deliveries", claim)
+    monkeypatch.setattr(worker.queue, "claim", claim)
     with capture_logs() as logs:
         now = 1000.0
         monkeypatch.setattr("tucano.deliveries.worker.loop.time.monotonic", lambda: now)

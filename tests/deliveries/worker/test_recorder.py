@@ -18,18 +18,31 @@ from tests.support.service import Merchant
 from tests.support.settings import make_settings
 from tucano.core.clock import clock
 from tucano.db.database import Database
-from tucano.deliveries import queue
 from tucano.deliveries.models import ResultStatus
+from tucano.deliveries.queue.backend import Claim, ClaimedDelivery, Outcome
 from tucano.deliveries.worker import loop, recorder
 from tucano.deliveries.worker.loop import DeliveryWorker
 
 
-def outcome(event_id: str = "evt_1") -> queue.Outcome:
+def outcome(event_id: str = "evt_1") -> Outcome:
     now = clock.now()
-    claimed = queue.ClaimedDelivery(
-        1, "token", event_id, "PIX_OUTBOUND", 7, 3, 1, b"{}", None, now + timedelta(minutes=1), now
+    claimed = ClaimedDelivery(
+        delivery_id=1,
+        claim_token="token",
+        event_id=event_id,
+        event_type="PIX_OUTBOUND",
+        customer_id=7,
+        webhook_id=3,
+        attempt=1,
+        payload=b"{}",
+        lease_until=now + timedelta(minutes=1),
+        event_created_at=now,
+        target_url=None,
+        webhook_active=False,
+        subscribed_to=None,
+        signing_secrets=(),
     )
-    return queue.Outcome(
+    return Outcome(
         claimed=claimed,
         status=ResultStatus.SUCCESS,
         target_url="https://hooks.example.com/x",
@@ -42,37 +55,34 @@ def outcome(event_id: str = "evt_1") -> queue.Outcome:
     )
 
 
-REAL_RECORD = queue.record_outcomes
-REAL_CLAIM = queue.claim_due_deliveries
-REAL_RELEASE = queue.release_claims
 UNUSED_URL = "sqlite+aiosqlite:///unused.db"
 
 
-def ours(database: Any) -> bool:
-    """Whether a call comes from this file's workers (on a database they never reach), not
-    from the background worker of a service another test left running in this process."""
-    return getattr(database, "url", None) == UNUSED_URL
+class FlakyQueue:
+    """A queue whose record fails `failures` times with `error`, then records; it claims
+    nothing and gives back at once."""
 
-
-class FlakyDatabase:
-    """record_outcomes that fails `failures` times with `error`, then records."""
-
-    def __init__(self, failures: int, error: Exception) -> None:
+    def __init__(self, failures: int = 0, error: Exception | None = None) -> None:
         self.failures = failures
-        self.error = error
+        self.error = error or ConnectionError("connection refused")
         self.calls = 0
         self.tried = asyncio.Event()
-        self.recorded: list[queue.Outcome] = []
+        self.recorded: list[Outcome] = []
+        self.claims: list[int] = []
 
-    async def record(self, database: Any, outcomes: Sequence[queue.Outcome]) -> None:
-        if not ours(database):  # a worker of another test, still running: the real thing
-            await REAL_RECORD(database, outcomes)
-            return
+    async def record(self, outcomes: Sequence[Outcome]) -> None:
         self.calls += 1
         self.tried.set()
         if self.calls <= self.failures:
             raise self.error
         self.recorded += outcomes
+
+    async def claim(self, *, limit: int, **_: Any) -> Claim:
+        self.claims.append(limit)
+        return Claim([], more_due=False)
+
+    async def release(self, claims: Any, **_: Any) -> list[ClaimedDelivery]:
+        return []
 
 
 @pytest.fixture
@@ -81,19 +91,18 @@ def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(recorder, "RECORD_AT_STOP_SECONDS", 0.05)
 
 
-def new_worker() -> DeliveryWorker:
+def new_worker(queue: Any = None) -> DeliveryWorker:
     settings = make_settings(UNUSED_URL)
-    return DeliveryWorker(Database(settings.database_url), settings)
+    return DeliveryWorker(Database(settings.database_url), settings, queue=queue or FlakyQueue())
 
 
 async def test_outcomes_wait_out_a_database_outage_of_any_length(
     monkeypatch: pytest.MonkeyPatch, quick_retries: None
 ) -> None:
     # Far more failures than the 8 tries (about 21 s) that used to drop the batch.
-    flaky = FlakyDatabase(50, ConnectionError("connection refused"))
-    monkeypatch.setattr(queue, "record_outcomes", flaky.record)
+    flaky = FlakyQueue(50, ConnectionError("connection refused"))
     with capture_logs() as logs:
-        await new_worker().recorder.record([outcome()], stopping=asyncio.Event())
+        await new_worker(flaky).recorder.record([outcome()], stopping=asyncio.Event())
     assert len(flaky.recorded) == 1 and flaky.calls == 51
     assert [e["event"] for e in logs].count("delivery_record_failed") == 50
     assert logs[-1]["event"] == "delivery_record_resumed"
@@ -103,13 +112,12 @@ async def test_outcomes_wait_out_a_database_outage_of_any_length(
 async def test_at_shutdown_outcomes_are_given_up_after_a_bound_and_said_so(
     monkeypatch: pytest.MonkeyPatch, quick_retries: None
 ) -> None:
-    flaky = FlakyDatabase(10**9, ConnectionError("connection refused"))
-    monkeypatch.setattr(queue, "record_outcomes", flaky.record)
+    flaky = FlakyQueue(10**9, ConnectionError("connection refused"))
     stopping = asyncio.Event()
     stopping.set()
     with capture_logs() as logs:
         await asyncio.wait_for(
-            new_worker().recorder.record([outcome("evt_9")], stopping=stopping), 5
+            new_worker(flaky).recorder.record([outcome("evt_9")], stopping=stopping), 5
         )
     assert flaky.recorded == []
     (unrecorded,) = [e for e in logs if e["event"] == "delivery_outcomes_unrecorded"]
@@ -121,11 +129,10 @@ async def test_a_batch_the_database_refuses_for_a_fault_is_not_retried_for_ever(
 ) -> None:
     """A fault, not an outage (say a value the table refuses): it would fail the same way each
     time, and hold every later outcome behind it."""
-    flaky = FlakyDatabase(10**9, ValueError("not a valid row"))
-    monkeypatch.setattr(queue, "record_outcomes", flaky.record)
+    flaky = FlakyQueue(10**9, ValueError("not a valid row"))
     with capture_logs() as logs:
         await asyncio.wait_for(
-            new_worker().recorder.record([outcome()], stopping=asyncio.Event()), 5
+            new_worker(flaky).recorder.record([outcome()], stopping=asyncio.Event()), 5
         )
     assert flaky.calls == recorder.RECORD_FAULT_RETRIES
     assert logs[-1]["event"] == "delivery_outcomes_unrecorded"
@@ -138,18 +145,17 @@ async def test_claims_are_given_back_again_after_a_lost_connection(
     fail on connections an administrator had ended)."""
     calls = []
 
-    async def release(database: Any, claims: Any, **kwargs: Any) -> list[Any]:
-        if not ours(database):
-            return list(await REAL_RELEASE(database, claims, **kwargs))
+    async def release(claims: Any, **kwargs: Any) -> list[Any]:
         calls.append(claims)
         if len(calls) == 1:
             raise ConnectionError("connection was closed in the middle of operation")
         return []
 
-    monkeypatch.setattr(queue, "release_claims", release)
+    queue = FlakyQueue()
+    monkeypatch.setattr(queue, "release", release)
     monkeypatch.setattr(loop, "RELEASE_RETRY_PAUSES", (0.001, 0.001))
     held = [outcome().claimed]
-    await new_worker()._release(held, due_in=timedelta(0))
+    await new_worker(queue)._release(held, due_in=timedelta(0))
     assert calls == [held, held]
 
 
@@ -158,19 +164,9 @@ async def test_no_claims_while_outcomes_wait_for_the_database(
 ) -> None:
     """Once the database is back, a claim that came before the record could take this worker's
     own deliveries again (their lease run out meanwhile) and send them a second time."""
-    flaky = FlakyDatabase(10**9, ConnectionError("connection refused"))
-    monkeypatch.setattr(queue, "record_outcomes", flaky.record)
-    claims: list[int] = []
-    delivery_worker = new_worker()
-
-    async def claim(database: Any, *, limit: int, **_: Any) -> queue.Claim:
-        if database is delivery_worker.database:  # not another test's worker, still running
-            claims.append(limit)
-        elif not ours(database):
-            return await REAL_CLAIM(database, limit=limit, **_)
-        return queue.Claim([], more_due=False)
-
-    monkeypatch.setattr(queue, "claim_due_deliveries", claim)
+    flaky = FlakyQueue(10**9, ConnectionError("connection refused"))
+    claims = flaky.claims
+    delivery_worker = new_worker(flaky)
     writing = asyncio.create_task(
         delivery_worker.recorder.record([outcome()], stopping=asyncio.Event())
     )
@@ -191,12 +187,11 @@ async def test_no_claims_while_outcomes_wait_for_the_database(
 async def test_the_allowance_at_shutdown_is_one_for_all_batches(
     monkeypatch: pytest.MonkeyPatch, quick_retries: None
 ) -> None:
-    flaky = FlakyDatabase(10**9, ConnectionError("connection refused"))
-    monkeypatch.setattr(queue, "record_outcomes", flaky.record)
+    flaky = FlakyQueue(10**9, ConnectionError("connection refused"))
     monkeypatch.setattr(recorder, "RECORD_AT_STOP_SECONDS", 0.3)
     stopping = asyncio.Event()
     stopping.set()
-    delivery_worker = new_worker()
+    delivery_worker = new_worker(flaky)
     started = asyncio.get_running_loop().time()
     with capture_logs() as logs:
         for batch in range(4):
@@ -211,15 +206,16 @@ async def test_claims_wait_until_every_outcome_queued_meanwhile_is_recorded(
 ) -> None:
     """Outcomes that came while a batch waited for the database may be of deliveries whose
     lease ran out during the outage too: claims wait for them as well."""
-    delivery_worker = new_worker()
-    flaky = FlakyDatabase(2, ConnectionError("connection refused"))
+    flaky = FlakyQueue(2, ConnectionError("connection refused"))
+    delivery_worker = new_worker(flaky)
+    record = flaky.record
 
-    async def record(database: Any, outcomes: Sequence[queue.Outcome]) -> None:
-        if flaky.calls == 0 and ours(database):
+    async def record_while_more_come(outcomes: Sequence[Outcome]) -> None:
+        if flaky.calls == 0:
             delivery_worker.recorder.outcomes.append(outcome("evt_b"))  # finished meanwhile
-        await flaky.record(database, outcomes)
+        await record(outcomes)
 
-    monkeypatch.setattr(queue, "record_outcomes", record)
+    monkeypatch.setattr(flaky, "record", record_while_more_come)
     await delivery_worker.recorder.record([outcome("evt_a")], stopping=asyncio.Event())
     assert delivery_worker.recorder.unrecorded
     queued = delivery_worker.recorder.outcomes[:]
@@ -248,17 +244,15 @@ async def test_a_try_under_way_at_the_stop_is_given_up_with_the_allowance(
     """A database that hangs rather than refuses: the try began before the stop."""
     monkeypatch.setattr(recorder, "RECORD_AT_STOP_SECONDS", 0.2)
 
-    async def hang(database: Any, outcomes: Any) -> None:
-        if not ours(database):
-            await REAL_RECORD(database, outcomes)
-            return
+    async def hang(outcomes: Any) -> None:
         await asyncio.sleep(60)
 
-    monkeypatch.setattr(queue, "record_outcomes", hang)
+    queue = FlakyQueue()
+    monkeypatch.setattr(queue, "record", hang)
     stopping = asyncio.Event()
     asyncio.get_running_loop().call_later(0.1, stopping.set)
     with capture_logs() as logs:
-        await asyncio.wait_for(new_worker().recorder.record([outcome()], stopping=stopping), 2)
+        await asyncio.wait_for(new_worker(queue).recorder.record([outcome()], stopping=stopping), 2)
     assert logs[-1]["event"] == "delivery_outcomes_unrecorded"
 
 

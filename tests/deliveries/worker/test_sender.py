@@ -9,9 +9,11 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
+from tests.support.claims import claimed
 from tests.support.receivers import Behaviour, Received, Receiver, always
 from tucano.core.clock import clock
-from tucano.deliveries.worker.sender import RESPONSE_BODY_LIMIT, Sender, SendResult
+from tucano.deliveries.queue.backend import Outcome
+from tucano.deliveries.worker.sender import RESPONSE_BODY_LIMIT, Sender
 
 LOOPBACK = [ipaddress.ip_network("127.0.0.0/8")]
 
@@ -27,7 +29,7 @@ async def test_a_name_resolving_to_a_private_address_is_refused_at_connect_time(
     url = receiver.url("/x").replace("127.0.0.1", "localhost")
     refusing = sender([])
     try:
-        result = await refusing.send(url, body=b"{}", headers={}, now=clock.now())
+        result = await refusing.send(claimed(url), headers={}, now=clock.now())
     finally:
         await refusing.close()
     assert result.http_status is None
@@ -37,7 +39,7 @@ async def test_a_name_resolving_to_a_private_address_is_refused_at_connect_time(
 
     allowing = sender(LOOPBACK)
     try:
-        result = await allowing.send(url, body=b"{}", headers={}, now=clock.now())
+        result = await allowing.send(claimed(url), headers={}, now=clock.now())
     finally:
         await allowing.close()
     assert result.http_status == 200
@@ -55,7 +57,7 @@ async def test_a_literal_private_address_is_refused_before_any_connection(
             "http://[::1]:9/",
             "http://2130706433/",
         ):
-            result = await refusing.send(url, body=b"{}", headers={}, now=clock.now())
+            result = await refusing.send(claimed(url), headers={}, now=clock.now())
             assert result.error_message is not None
             assert result.error_message.startswith("refused:"), (url, result)
     finally:
@@ -67,7 +69,7 @@ async def test_an_ipv6_loopback_url_is_refused_when_only_ipv4_loopback_is_allowe
     """Allowing 127.0.0.0/8 lets `localhost` resolve to ::1 too, not a URL naming [::1]."""
     client = sender(LOOPBACK)
     try:
-        result = await client.send("http://[::1]:9/", body=b"{}", headers={}, now=clock.now())
+        result = await client.send(claimed("http://[::1]:9/"), headers={}, now=clock.now())
     finally:
         await client.close()
     assert result.error_message is not None
@@ -80,8 +82,8 @@ async def test_cookies_from_one_receiver_are_never_sent_back(receiver: Receiver)
     receiver.behaviours["/cookie"] = always(200, "ok", **{"Set-Cookie": "session=abc; Path=/"})
     client = sender(LOOPBACK)
     try:
-        await client.send(receiver.url("/cookie"), body=b"{}", headers={}, now=clock.now())
-        await client.send(receiver.url("/cookie"), body=b"{}", headers={}, now=clock.now())
+        await client.send(claimed(receiver.url("/cookie")), headers={}, now=clock.now())
+        await client.send(claimed(receiver.url("/cookie")), headers={}, now=clock.now())
     finally:
         await client.close()
     assert "cookie" not in receiver.received[1].headers
@@ -94,7 +96,7 @@ async def test_a_nul_in_the_answer_is_dropped_and_other_text_kept(receiver: Rece
     receiver.behaviours["/odd"] = always(500, "bad\x00 answer: não")
     client = sender(LOOPBACK)
     try:
-        result = await client.send(receiver.url("/odd"), body=b"{}", headers={}, now=clock.now())
+        result = await client.send(claimed(receiver.url("/odd")), headers={}, now=clock.now())
     finally:
         await client.close()
     assert result.http_status == 500
@@ -109,7 +111,7 @@ async def test_a_target_stored_with_an_ipv4_spelling_the_client_refuses_says_so(
     url = receiver.url("/x").replace("127.0.0.1", "127.1")
     client = sender(LOOPBACK)
     try:
-        result = await client.send(url, body=b"{}", headers={}, now=clock.now())
+        result = await client.send(claimed(url), headers={}, now=clock.now())
     finally:
         await client.close()
     assert result.error_message is not None
@@ -117,7 +119,7 @@ async def test_a_target_stored_with_an_ipv4_spelling_the_client_refuses_says_so(
     assert receiver.received == []
 
 
-async def send_to_raw_server(answer: bytes, *, stall: float = 0) -> SendResult:
+async def send_to_raw_server(answer: bytes, *, stall: float = 0) -> Outcome:
     """A POST to a server that reads the request, writes `answer` as it is, waits `stall`
     seconds and closes the connection."""
 
@@ -132,9 +134,7 @@ async def send_to_raw_server(answer: bytes, *, stall: float = 0) -> SendResult:
     port = server.sockets[0].getsockname()[1]
     client = sender(LOOPBACK)
     try:
-        return await client.send(
-            f"http://127.0.0.1:{port}/", body=b"{}", headers={}, now=clock.now()
-        )
+        return await client.send(claimed(f"http://127.0.0.1:{port}/"), headers={}, now=clock.now())
     finally:
         await client.close()
         server.close()
@@ -195,7 +195,7 @@ async def test_the_answer_kept_is_its_first_kib_in_utf8_however_it_arrives(
     client = sender(LOOPBACK)
     try:
         kept = {
-            path: (await client.send(receiver.url(path), body=b"{}", headers={}, now=clock.now()))
+            path: (await client.send(claimed(receiver.url(path)), headers={}, now=clock.now()))
             for path in ("/chunks", "/multibyte", "/binary")
         }
     finally:
@@ -228,7 +228,7 @@ async def test_an_answer_after_the_timeout_is_a_failure_to_the_millisecond(
     loop = asyncio.get_running_loop()
     try:
         await asyncio.sleep(1.05 - loop.time() % 1)
-        result = await client.send(receiver.url("/late"), body=b"{}", headers={}, now=clock.now())
+        result = await client.send(claimed(receiver.url("/late")), headers={}, now=clock.now())
     finally:
         await client.close()
     assert result.http_status is None

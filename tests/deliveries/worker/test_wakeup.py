@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -137,60 +136,3 @@ async def test_a_listener_whose_connection_the_server_ended_says_so_at_once() ->
         wakeup.forget(woken)
         webhook_changes.forget(hear)
         await admin.close()
-
-
-def test_an_outage_of_the_listener_is_a_line_a_minute(monkeypatch: pytest.MonkeyPatch) -> None:
-    from structlog.testing import capture_logs
-
-    from tucano.deliveries.worker import wakeup as wakeup_module
-
-    now = 1000.0
-    monkeypatch.setattr(wakeup_module.time, "monotonic", lambda: now)
-    outage = wakeup_module.ListenerOutage()
-    with capture_logs() as logs:
-        for _ in range(30):  # a try a second
-            outage.failed("ConnectionRefusedError")
-        now += 61
-        outage.failed("ConnectionRefusedError")
-        outage.over()
-    assert [(e["event"], e["failuresInARow"]) for e in logs] == [
-        ("notification_listener_down", 1),
-        ("notification_listener_down", 31),
-        ("notification_listener_resumed", 31),
-    ]
-
-
-async def test_a_connection_that_keeps_dropping_is_tried_again_once_a_second(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from tucano.deliveries.worker import wakeup as wakeup_module
-
-    connects = 0
-
-    class DroppedAtOnce:
-        """A connection the server ends as soon as it is made."""
-
-        def add_termination_listener(self, callback: Any) -> None:
-            callback(self)
-
-        async def add_listener(self, *_args: Any) -> None:
-            return None
-
-        def is_closed(self) -> bool:
-            return True
-
-        def terminate(self) -> None:
-            return None
-
-    async def connect(*_args: Any, **_kwargs: Any) -> DroppedAtOnce:
-        nonlocal connects
-        connects += 1
-        return DroppedAtOnce()
-
-    monkeypatch.setattr(wakeup_module, "connect_asyncpg", connect)
-    stop = asyncio.Event()
-    listener = asyncio.create_task(listen_for_notifications("postgresql://x", stop))
-    await asyncio.sleep(1.5)
-    stop.set()
-    await asyncio.wait_for(listener, timeout=5)
-    assert 1 <= connects <= 3, connects  # not a loop of reconnections

@@ -1,66 +1,67 @@
-"""The delivery queue on PostgreSQL: a claim and a record are one statement each, run through
-asyncpg in autocommit, each batch travelling as one array or JSON parameter (why, and what it
-saves: docs/adr/delivery-queue.md)."""
+"""The delivery queue on PostgreSQL, tuned: a claim and a record are one statement each, run on
+asyncpg's connection in autocommit, the batch travelling as one JSON parameter of named fields
+(docs/performance.md, "Where PostgreSQL is tuned", measures what it saves over the plain path).
+Giving claims back is the plain back end's (sql.py): it is not on the path of every delivery."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import timedelta
 
 import orjson
-import structlog
 
-from tucano.core.logs import exception_summary
-from tucano.db.database import Database
-from tucano.db.outages import is_database_unavailable
-from tucano.deliveries import result_counts
-from tucano.deliveries.health import DeliveryHealth, record_delivery_health_on_postgres
-from tucano.deliveries.models import FIRST_ATTEMPT_QUEUE, RETRY_QUEUE, ResultStatus
+from tucano.core.clock import clock
+from tucano.db.postgres import driver_connection
+from tucano.deliveries.health import DeliveryHealth, next_health
+from tucano.deliveries.models import FIRST_ATTEMPT_QUEUE, RETRY_QUEUE
 from tucano.deliveries.queue.backend import (
-    CLAIMED_COLUMNS,
-    NOT_LEASED,
-    RESULT_COLUMNS,
-    RESULT_NAMES,
-    ClaimedRow,
-    OutcomeRow,
-    vanished_retry_sql,
+    Claim,
+    Outcome,
+    claimed_delivery,
+    not_retried,
+    retries_share,
 )
+from tucano.deliveries.queue.sql import SqlQueue
+from tucano.deliveries.result_counts import hour_of
+from tucano.webhooks.secret_store import WebhookSecretStore
 
-log = structlog.get_logger("tucano.deliveries")
-
-# The queues are spelled exactly as their partial indexes' conditions, which a planner needs to
-# use them; other workers' claims are skipped, not waited for.
-# Hosts left out by the target URL of each delivery's webhook: its scheme://host[:port]
-# (worker.dispatcher.target_key, lower case) followed by nothing, /, ? or #, so that a hanging host
-# behind more webhooks than a worker may hold cannot fill every claim.
+# Left out by host: a webhook whose URL is one of $7's scheme://host[:port] followed by nothing,
+# /, ? or #. The queues are spelled as their partial indexes' conditions, which the planner
+# needs to use them; rows other workers hold are skipped, not waited for.
 _NOT_TO_HOSTS = """
 (cardinality($7::text[]) = 0 OR NOT EXISTS (
     SELECT 1 FROM webhooks AS w, unnest($7::text[]) AS k(host)
      WHERE w.id = deliveries.webhook_id
        AND lower(left(w.target_url, length(k.host))) = k.host
        AND substr(w.target_url, length(k.host) + 1, 1) IN ('', '/', '?', '#')))"""
+_DUE = """
+    SELECT id FROM deliveries
+     WHERE {queue} AND next_attempt_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)
+       AND webhook_id <> ALL($5::bigint[]) AND {not_to_hosts}
+     ORDER BY next_attempt_at LIMIT {limit}
+       FOR UPDATE SKIP LOCKED"""
+# The claimed rows with their event and webhook, named as backend.claimed_delivery reads them;
+# LATERAL ... LIMIT 1: one index lookup per claimed row, never a hash of the events table.
 _CLAIM = f"""
-WITH retry AS (
-    SELECT id FROM deliveries
-     WHERE {RETRY_QUEUE} AND next_attempt_at <= $1 AND {NOT_LEASED.format(now="$1")}
-       AND webhook_id <> ALL($5::bigint[]) AND {_NOT_TO_HOSTS}
-     ORDER BY next_attempt_at LIMIT $2
-       FOR UPDATE SKIP LOCKED
-), fresh AS (
-    SELECT id FROM deliveries
-     WHERE {FIRST_ATTEMPT_QUEUE} AND next_attempt_at <= $1 AND {NOT_LEASED.format(now="$1")}
-       AND webhook_id <> ALL($5::bigint[]) AND {_NOT_TO_HOSTS}
-     ORDER BY next_attempt_at LIMIT $3 - (SELECT count(*) FROM retry)
-       FOR UPDATE SKIP LOCKED
+WITH retry AS ({_DUE.format(queue=RETRY_QUEUE, not_to_hosts=_NOT_TO_HOSTS, limit="$2")}
+), fresh AS ({
+    _DUE.format(
+        queue=FIRST_ATTEMPT_QUEUE,
+        not_to_hosts=_NOT_TO_HOSTS,
+        limit="$3 - (SELECT count(*) FROM retry)",
+    )
+}
 ), claimed AS (
     UPDATE deliveries AS d
        SET lease_until = $4, claim_token = $6, updated_at = $1
      WHERE d.id IN (SELECT id FROM retry UNION ALL SELECT id FROM fresh)
     RETURNING d.id, d.event_id, d.webhook_id, d.customer_id, d.attempts
 )
-SELECT {CLAIMED_COLUMNS.format(d="c")}
+SELECT c.id AS delivery_id, c.event_id, c.webhook_id, c.customer_id, c.attempts, e.event_type,
+       e.payload, e.created_at AS event_created_at, w.target_url, w.is_active, w.secret,
+       w.previous_secrets, w.event_type AS subscribed_to
   FROM claimed AS c
-  -- LATERAL ... LIMIT 1: one index lookup per claimed row, never a hash of the events table.
  CROSS JOIN LATERAL (
         SELECT event_type, payload, created_at FROM events WHERE id = c.event_id LIMIT 1
        ) AS e
@@ -70,84 +71,131 @@ SELECT {CLAIMED_COLUMNS.format(d="c")}
        ) AS w ON true
 """  # noqa: S608 - our own constants
 
-# (name, PostgreSQL type) of each field of an outcome row, in the JSON array it travels in.
-_OUTCOME_TYPES = {
-    "delivery_id": "bigint",
-    "claim_token": "text",
-    "customer_id": "bigint",
-    "webhook_id": "bigint",
-    "event_id": "text",
-    "event_type": "text",
-    "target_url": "text",
-    "attempt": "int",
-    "status": "text",
-    "http_status": "int",
-    "response_body": "text",
-    "error_message": "text",
-    "duration_ms": "int",
-    "attempted_at": "timestamptz",
-    "next_attempt_at": "timestamptz",
-}
-_OUTCOME_FIELDS = ", ".join(
-    f"(r->>{i})::{_OUTCOME_TYPES[name]} AS {name}" for i, name in enumerate(OutcomeRow._fields)
-)
-# A retry whose delivery vanished (vanished_retry), read from `locked` (`l`), the rows as they
-# are once locked: the statement's snapshot predates a deletion the lock waited for.
-_NOT_RETRIED = vanished_retry_sql(
-    "o", vanished=f"o.status = '{ResultStatus.PENDING_RETRY}' AND l.id IS NULL"
-)
-_RESULT_VALUES = ", ".join(_NOT_RETRIED.get(name, f"o.{name}") for name in RESULT_NAMES)
-# Results are inserted; deliveries move on only where this worker still holds the claim (a retry
-# gets its next time, a finished delivery leaves the queue). LATERAL with LIMIT and
-# `= ANY(ARRAY(...))` keep every step to index lookups of the batch's own ids. `locked`: the
-# batch's deliveries in id order, as a webhook's deletion locks them (no deadlock); `held`:
-# those this worker still holds.
+# Each outcome of the batch as recorded if its delivery is still queued, and as recorded if it
+# has left the queue (backend.not_retried): the rule is Python's, the statement only picks, by
+# what it finds once the row is locked.
+_OUTCOME = """o(
+    delivery_id bigint, claim_token text, customer_id bigint, webhook_id bigint, event_id text,
+    event_type text, target_url text, attempt int, http_status int, response_body text,
+    duration_ms int, attempted_at timestamptz, hour bigint,
+    status text, error_message text, next_attempt_at timestamptz,
+    gone_status text, gone_error_message text, gone_next_attempt_at timestamptz)"""
+# Results are inserted with their hour counts; deliveries move on only where this worker still
+# holds the claim (a retry gets its next time, a finished delivery leaves the queue). `locked`:
+# the batch's deliveries in id order, as a webhook's deletion locks them (no deadlock). The
+# update names its rows by `= ANY(ARRAY(...))` too: a lookup by key per row, where a join on the
+# CTE's guessed size could scan the whole queue.
 _RECORD = f"""
 WITH outcome AS MATERIALIZED (
-    SELECT {_OUTCOME_FIELDS} FROM jsonb_array_elements($1::jsonb) AS r
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS {_OUTCOME}
 ), locked AS (
-    SELECT d.id, d.claim_token, o.claim_token AS ours, o.next_attempt_at
-      FROM (SELECT delivery_id, claim_token, next_attempt_at FROM outcome ORDER BY delivery_id) AS o
+    SELECT d.id, d.claim_token
+      FROM (SELECT DISTINCT delivery_id FROM outcome ORDER BY delivery_id) AS o
      CROSS JOIN LATERAL (
         SELECT d.id, d.claim_token FROM deliveries AS d WHERE d.id = o.delivery_id FOR UPDATE
      ) AS d
-), held AS (
-    SELECT id, next_attempt_at FROM locked WHERE claim_token = ours
+), result AS (
+    SELECT o.*, l.id IS NULL AS gone, l.claim_token IS NOT DISTINCT FROM o.claim_token AS held
+      FROM outcome AS o LEFT JOIN locked AS l ON l.id = o.delivery_id
 ), recorded AS (
-    INSERT INTO delivery_results ({RESULT_COLUMNS})
-    SELECT {_RESULT_VALUES}
-      FROM outcome AS o
-      LEFT JOIN locked AS l ON l.id = o.delivery_id
-    RETURNING customer_id, webhook_id, event_type, status, attempted_at
-), counted AS ({result_counts.COUNT_RECORDED_ON_POSTGRES}
+    INSERT INTO delivery_results
+        (delivery_id, customer_id, webhook_id, event_id, event_type, target_url, attempt, status,
+         http_status, response_body, error_message, duration_ms, attempted_at, next_attempt_at)
+    SELECT delivery_id, customer_id, webhook_id, event_id, event_type, target_url, attempt,
+           CASE WHEN gone THEN gone_status ELSE status END, http_status, response_body,
+           CASE WHEN gone THEN gone_error_message ELSE error_message END, duration_ms,
+           attempted_at, CASE WHEN gone THEN gone_next_attempt_at ELSE next_attempt_at END
+      FROM result
+    RETURNING 1
+), counted AS (
+    INSERT INTO delivery_result_counts
+        (customer_id, hour, webhook_id, event_type, status, result_count, folded)
+    SELECT customer_id, hour, webhook_id, event_type,
+           CASE WHEN gone THEN gone_status ELSE status END, count(*), false
+      FROM result
+     GROUP BY 1, 2, 3, 4, 5
 ), finished AS (
     DELETE FROM deliveries
-     WHERE id = ANY(ARRAY(SELECT id FROM held WHERE next_attempt_at IS NULL))
+     WHERE id = ANY(ARRAY(SELECT delivery_id FROM result
+                           WHERE held AND NOT gone AND next_attempt_at IS NULL))
 )
 UPDATE deliveries AS d
-   SET attempts = d.attempts + 1, next_attempt_at = h.next_attempt_at, claim_token = NULL,
+   SET attempts = d.attempts + 1, next_attempt_at = r.next_attempt_at, claim_token = NULL,
        lease_until = NULL, updated_at = $2
-  FROM held AS h
- WHERE d.id = h.id AND d.id = ANY(ARRAY(SELECT id FROM held WHERE next_attempt_at IS NOT NULL))
-"""  # noqa: S608 - our own column names
+  FROM result AS r
+ WHERE d.id = r.delivery_id AND r.held AND NOT r.gone AND r.next_attempt_at IS NOT NULL
+   AND d.id = ANY(ARRAY(SELECT delivery_id FROM result
+                         WHERE held AND NOT gone AND next_attempt_at IS NOT NULL))
+"""  # noqa: S608 - our own constants
 
 
-class PostgresQueue:
-    """QueueBackend on PostgreSQL."""
+def _recorded(outcome: Outcome) -> dict[str, object]:
+    """An outcome as a row of _RECORD's batch."""
+    c, gone = outcome.claimed, not_retried(outcome)
+    return {
+        "delivery_id": c.delivery_id,
+        "claim_token": c.claim_token,
+        "customer_id": c.customer_id,
+        "webhook_id": c.webhook_id,
+        "event_id": c.event_id,
+        "event_type": c.event_type,
+        "target_url": outcome.target_url,
+        "attempt": c.attempt,
+        "http_status": outcome.http_status,
+        "response_body": outcome.response_body,
+        "duration_ms": outcome.duration_ms,
+        "attempted_at": outcome.attempted_at,
+        "hour": hour_of(outcome.attempted_at),
+        "status": outcome.status,
+        "error_message": outcome.error_message,
+        "next_attempt_at": outcome.next_attempt_at,
+        "gone_status": gone.status,
+        "gone_error_message": gone.error_message,
+        "gone_next_attempt_at": gone.next_attempt_at,
+    }
+
+
+# The webhooks' health (health.next_health decides it): their rows locked in id order, as other
+# workers' records lock them, and the new values set in one statement.
+_HEALTH = """
+SELECT id, last_success_at, failing_since FROM webhooks WHERE id = ANY($1::bigint[])
+"""
+# Compare and set, without a transaction around the read: a webhook another worker changed in
+# between is left out (and read again), and the rows are locked in id order, as a deletion
+# locks them, so two workers never deadlock.
+_SET_HEALTH = """
+WITH locked AS (
+    SELECT id FROM webhooks WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE
+)
+UPDATE webhooks AS w SET last_success_at = h.last_success_at, failing_since = h.failing_since
+  FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[],
+              $5::timestamptz[]) AS h(id, last_success_at, failing_since, was_success, was_failing)
+  JOIN locked ON locked.id = h.id
+ WHERE w.id = h.id AND w.last_success_at IS NOT DISTINCT FROM h.was_success
+   AND w.failing_since IS NOT DISTINCT FROM h.was_failing
+RETURNING w.id
+"""
+HEALTH_TRIES = 3
+
+
+class PostgresQueue(SqlQueue):
+    """QueueBackend on PostgreSQL: SqlQueue, with its claim and record in one statement each,
+    and the webhooks' health in two."""
 
     async def claim(
         self,
-        database: Database,
         *,
-        retries: int,
+        secret_store: WebhookSecretStore,
         limit: int,
-        now: datetime,
-        until: datetime,
-        token: str,
-        exclude_webhooks: Sequence[int],
-        exclude_hosts: Sequence[str],
-    ) -> list[ClaimedRow]:
-        async with database.driver_connection() as connection:
+        lease: timedelta,
+        exclude_webhooks: Sequence[int] = (),
+        exclude_hosts: Sequence[str] = (),
+    ) -> Claim:
+        now = clock.now()
+        token = secrets.token_hex(16)
+        until = now + lease
+        retries = retries_share(limit)
+        async with driver_connection(self.database) as connection:
             rows = await connection.fetch(
                 _CLAIM,
                 now,
@@ -158,27 +206,40 @@ class PostgresQueue:
                 token,
                 list(exclude_hosts),
             )
-        return [ClaimedRow._make(row) for row in rows]
+        claimed = [
+            claimed_delivery(
+                row, token=token, lease_until=until, secret_store=secret_store, now=now
+            )
+            for row in rows
+        ]
+        retried = sum(1 for row in rows if row["attempts"] > 0)
+        return Claim(
+            [c for c in claimed if c is not None],
+            more_due=retried >= retries or len(rows) >= limit,
+        )
 
-    async def record(
-        self,
-        database: Database,
-        rows: Sequence[OutcomeRow],
-        *,
-        now: datetime,
-        health: Sequence[DeliveryHealth],
-    ) -> None:
-        async with database.driver_connection() as connection:
-            await connection.execute(_RECORD, orjson.dumps([tuple(r) for r in rows]).decode(), now)
-        try:
-            await record_delivery_health_on_postgres(database, health)
-        except Exception as exc:
-            # The attempts are recorded; raising now would have the caller record them twice.
-            if is_database_unavailable(exc):  # an outage: one line, as the worker's others
-                log.warning(
-                    "delivery_health_update_failed",
-                    webhooks=len(health),
-                    error=exception_summary(exc),
-                )
-            else:
-                log.exception("delivery_health_update_failed", webhooks=len(health))
+    async def record(self, outcomes: Sequence[Outcome]) -> None:
+        if not outcomes:
+            return
+        batch = orjson.dumps([_recorded(o) for o in outcomes]).decode()
+        async with driver_connection(self.database) as connection:
+            await connection.execute(_RECORD, batch, clock.now())
+        await self.record_health_of(outcomes)
+
+    async def record_health(self, health: Sequence[DeliveryHealth]) -> None:
+        batch = {h.webhook_id: h for h in health}
+        for _ in range(HEALTH_TRIES):
+            if not batch:
+                return
+            async with driver_connection(self.database) as connection:
+                changed = []
+                for row in await connection.fetch(_HEALTH, sorted(batch)):
+                    stored = (row["last_success_at"], row["failing_since"])
+                    health_now = next_health(*stored, batch[row["id"]])
+                    if health_now != stored:
+                        changed.append((row["id"], *health_now, *stored))
+                if not changed:
+                    return
+                columns = [list(values) for values in zip(*sorted(changed), strict=True)]
+                applied = {row["id"] for row in await connection.fetch(_SET_HEALTH, *columns)}
+            batch = {c[0]: batch[c[0]] for c in changed if c[0] not in applied}

@@ -1,12 +1,12 @@
-"""What one attempt becomes: the signed POST, then its `Outcome` (success, a retry at the next
-time on the schedule, or exhausted); the outcome of an attempt that failed inside Tucano; and
-the last record of a delivery cancelled before its attempt."""
+"""One attempt, phase by phase: prepare it (is it still to be sent, and its signed headers), make
+the HTTP call, then handle a success or a failure (the retry on the schedule, or exhausted).
+Also the outcome of an attempt that failed inside Tucano, and of a delivery cancelled unsent."""
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -17,7 +17,7 @@ from tucano.core.clock import clock
 from tucano.deliveries.models import ResultStatus
 from tucano.deliveries.queue.backend import ClaimedDelivery, Outcome
 from tucano.deliveries.worker.retry import next_attempt_delay
-from tucano.deliveries.worker.sender import USER_AGENT, Sender, SendResult
+from tucano.deliveries.worker.sender import USER_AGENT, Sender
 from tucano.webhooks.signing import delivery_headers
 
 log = structlog.get_logger("tucano.deliveries")
@@ -44,12 +44,75 @@ class RetryPolicy:
         )
 
 
-def not_sent(delivery: ClaimedDelivery, why: str, *, at: datetime) -> Outcome:
+async def attempt(
+    claimed: ClaimedDelivery, *, sender: Sender, retries: RetryPolicy, attempted_at: datetime
+) -> Outcome:
+    """Send `claimed` to its webhook as it is now (or not, if the webhook no longer takes it)."""
+    prepared = prepare_attempt(claimed, at=attempted_at)
+    if isinstance(prepared, Outcome):
+        return prepared
+    outcome = await make_http_call(claimed, prepared, sender=sender, at=attempted_at)
+    if outcome.succeeded:
+        return handle_success(outcome)
+    return handle_failure(outcome, retries=retries)
+
+
+def prepare_attempt(claimed: ClaimedDelivery, *, at: datetime) -> Mapping[str, str] | Outcome:
+    """The signed headers of the attempt, or, when the webhook no longer takes the delivery,
+    the outcome that says why it was not sent."""
+    assert claimed.target_url is not None
+    if not claimed.webhook_active:
+        return not_sent(claimed, "the webhook is inactive", at=at)
+    if claimed.subscribed_to != claimed.event_type:
+        # Its owner changed what it receives since the delivery was queued (PUT eventType).
+        return not_sent(
+            claimed,
+            f"the webhook now receives {claimed.subscribed_to}, not {claimed.event_type}",
+            at=at,
+        )
+    return delivery_headers(
+        secrets=claimed.signing_secrets,
+        message_id=claimed.event_id,
+        timestamp=int(time.time()),
+        body=claimed.payload,
+        event_type=claimed.event_type,
+        user_agent=USER_AGENT,
+    )
+
+
+async def make_http_call(
+    claimed: ClaimedDelivery, headers: Mapping[str, str], *, sender: Sender, at: datetime
+) -> Outcome:
+    """The POST itself, outside any transaction: SUCCESS on a 2xx, FAILED otherwise."""
+    return await sender.send(claimed, headers=headers, now=at)
+
+
+def handle_success(outcome: Outcome) -> Outcome:
+    """A 2xx: the delivery is done, with no next attempt."""
+    return outcome._replace(status=ResultStatus.SUCCESS, next_attempt_at=None)
+
+
+def handle_failure(outcome: Outcome, *, retries: RetryPolicy) -> Outcome:
+    """A failure: retried at the schedule's next time (the receiver's Retry-After as a floor),
+    or EXHAUSTED once the schedule is used up."""
+    delay = next_attempt_delay(
+        attempts_made=outcome.claimed.attempt,
+        schedule=retries.schedule,
+        rng=retries.rng,
+        retry_after=outcome.retry_after,
+        retry_after_max=retries.retry_after_max,
+    )
+    if delay is None:
+        return outcome._replace(status=ResultStatus.EXHAUSTED, next_attempt_at=None)
+    return outcome._replace(status=ResultStatus.PENDING_RETRY, next_attempt_at=clock.now() + delay)
+
+
+def not_sent(claimed: ClaimedDelivery, why: str, *, at: datetime) -> Outcome:
     """The last record of a delivery cancelled before its attempt."""
     return Outcome(
-        claimed=delivery,
+        claimed=claimed,
         status=ResultStatus.FAILED,
-        target_url=delivery.target.target_url if delivery.target else "",
+        target_url=claimed.target_url or "",
         http_status=None,
         response_body=None,
         error_message=f"not sent: {why}; this delivery is cancelled",
@@ -59,80 +122,27 @@ def not_sent(delivery: ClaimedDelivery, why: str, *, at: datetime) -> Outcome:
     )
 
 
-async def attempt(
-    delivery: ClaimedDelivery, *, sender: Sender, retries: RetryPolicy, attempted_at: datetime
-) -> Outcome:
-    """Send `delivery` to its webhook as it is now (or not, if the webhook no longer takes it)."""
-    target = delivery.target
-    assert target is not None
-    if not target.is_active:
-        return not_sent(delivery, "the webhook is inactive", at=attempted_at)
-    if target.event_type != delivery.event_type:
-        # Its owner changed what it receives since the delivery was queued (PUT eventType).
-        return not_sent(
-            delivery,
-            f"the webhook now receives {target.event_type}, not {delivery.event_type}",
-            at=attempted_at,
-        )
-    headers = delivery_headers(
-        secrets=target.signing_secrets,
-        message_id=delivery.event_id,
-        timestamp=int(time.time()),
-        body=delivery.payload,
-        event_type=delivery.event_type,
-        user_agent=USER_AGENT,
-    )
-    result = await sender.send(
-        target.target_url, body=delivery.payload, headers=headers, now=attempted_at
-    )
-    return outcome_of(delivery, result, retries=retries, attempted_at=attempted_at)
-
-
-def outcome_of(
-    delivery: ClaimedDelivery, result: SendResult, *, retries: RetryPolicy, attempted_at: datetime
-) -> Outcome:
-    """The record of one attempt: a success, or a failure retried at the schedule's next time
-    (EXHAUSTED once the schedule is used up)."""
-    assert delivery.target is not None
-    next_at = None
-    if result.succeeded:
-        status = ResultStatus.SUCCESS
-    else:
-        delay = next_attempt_delay(
-            attempts_made=delivery.attempt,
-            schedule=retries.schedule,
-            rng=retries.rng,
-            retry_after=result.retry_after,
-            retry_after_max=retries.retry_after_max,
-        )
-        status = ResultStatus.EXHAUSTED if delay is None else ResultStatus.PENDING_RETRY
-        next_at = None if delay is None else clock.now() + delay
-    return Outcome(
-        claimed=delivery,
-        status=status,
-        target_url=delivery.target.target_url,
-        http_status=result.http_status,
-        response_body=result.response_body,
-        error_message=result.error_message,
-        duration_ms=result.duration_ms,
-        attempted_at=attempted_at,
-        next_attempt_at=next_at,
-    )
-
-
 def crashed_outcome(
-    delivery: ClaimedDelivery, *, retries: RetryPolicy, attempted_at: datetime
+    claimed: ClaimedDelivery, *, retries: RetryPolicy, attempted_at: datetime
 ) -> Outcome | None:
     """The record of an attempt that failed inside Tucano: a failed attempt like any other,
     retried on the schedule, so that a fault that repeats shows in the history and ends with the
     schedule (left to the lease, it would come back unrecorded for ever). None if even that
     fails: then the lease is all there is."""
-    crash = SendResult(
-        http_status=None, response_body=None, error_message=CRASHED_MESSAGE, duration_ms=0
-    )
     try:
-        outcome = outcome_of(delivery, crash, retries=retries, attempted_at=attempted_at)
-        return outcome._replace(about_the_receiver=False)
+        crash = Outcome(
+            claimed=claimed,
+            status=ResultStatus.FAILED,
+            target_url=claimed.target_url or "",
+            http_status=None,
+            response_body=None,
+            error_message=CRASHED_MESSAGE,
+            duration_ms=0,
+            attempted_at=attempted_at,
+            next_attempt_at=None,
+            about_the_receiver=False,
+        )
+        return handle_failure(crash, retries=retries)
     except Exception:
-        log.exception("delivery_attempt_unrecordable", deliveryId=delivery.delivery_id)
+        log.exception("delivery_attempt_unrecordable", deliveryId=claimed.delivery_id)
         return None

@@ -1,24 +1,15 @@
-"""The delivery worker's loop: claim due deliveries, hand them to a pool of senders through the
-dispatcher, record their outcomes; wake on new deliveries, drop what a webhook change made
-stale, and on stop give back what has not started and let attempts in flight finish.
+"""The delivery worker's loop: claim due deliveries, hand them to the senders through the
+dispatcher (which hands out the receiving hosts in turn and never more than
+TUCANO_DELIVERY_CONCURRENCY_PER_TARGET at once to one host), record their outcomes; wake on new
+deliveries, drop what a webhook change made stale, and on stop give back what has not started
+and let attempts in flight finish. No transaction is open while a POST is in flight.
 
-A pool of sender coroutines (TUCANO_DELIVERY_CONCURRENCY) takes deliveries from the dispatcher,
-which hands out the receiving hosts in turn and never more than
-TUCANO_DELIVERY_CONCURRENCY_PER_TARGET at once to one host. No transaction is open while a POST
-is in flight.
-
-Enough hanging hosts at their cap would take every sender. So an attempt in flight longer than
-TUCANO_DELIVERY_SLOW_AFTER_SECONDS gives its place in the pool to a new sender (its own coroutine
-ends with the attempt), up to SLOW_ATTEMPTS_PER_SENDER times the concurrency. A host with such an
-attempt is slow until one of its attempts is quick again: what is held for it does not count
-against the worker's prefetch, and it is left out of claims as soon as it has its cap in hand.
-
-A claimed delivery carries a lease (its `lease_until`); a worker that dies lets its leases run
-out and another worker claims them again, so an event may arrive twice but is never lost. A
-worker holds at most PREFETCH times its concurrency; a target it already holds plenty for is
-left out of its next claims (its backlog stays in the database for whichever worker has room),
-and a held delivery whose lease would run out before its attempt could finish is given back
-unsent rather than risk a second worker sending it too.
+A claimed delivery carries a lease; a worker that dies lets its leases run out and another
+worker claims them again, so an event may arrive twice but is never lost. A worker holds at
+most PREFETCH times its concurrency; a target it already holds plenty for is left out of its
+next claims (its backlog stays in the database for whichever worker has room), and a held
+delivery whose lease would run out before its attempt could finish is given back unsent rather
+than risk a second worker sending it too.
 """
 
 from __future__ import annotations
@@ -26,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
 from datetime import timedelta
 
 import structlog
@@ -36,17 +26,19 @@ from tucano.core.clock import clock
 from tucano.core.logs import exception_summary
 from tucano.db.database import Database
 from tucano.db.outages import is_database_unavailable
-from tucano.deliveries import queue
-from tucano.deliveries.queue.backend import ClaimedDelivery
-from tucano.deliveries.worker import attempts
+from tucano.deliveries.queue import queue_for
+from tucano.deliveries.queue.backend import ClaimedDelivery, QueueBackend
 from tucano.deliveries.worker.attempts import RetryPolicy, not_sent
 from tucano.deliveries.worker.dispatcher import Dispatcher, Target
 from tucano.deliveries.worker.recorder import Recorder
 from tucano.deliveries.worker.sender import Sender
+from tucano.deliveries.worker.senders import SLOW_ATTEMPTS_PER_SENDER, SenderPool, start_by
 from tucano.deliveries.worker.wakeup import listen_for_notifications, wakeup
 from tucano.runtime import open_files_limit
 from tucano.webhooks.changes import WebhookChange, webhook_changes
 from tucano.webhooks.secret_store import WebhookSecretStore, load_secret_store
+
+__all__ = ["PREFETCH", "SLOW_ATTEMPTS_PER_SENDER", "DeliveryWorker"]
 
 log = structlog.get_logger("tucano.deliveries")
 
@@ -55,23 +47,11 @@ RELEASE_RETRY_PAUSES = (0.2, 1.0)
 # Claimed deliveries held here (waiting plus being sent) may reach PREFETCH times the
 # concurrency, so that claims come in large batches and a sender that frees up never waits.
 PREFETCH = 8
-# Slow attempts (and so extra senders) a worker may have beside its pool, per sender of the pool:
-# an attempt waiting on a hanging host costs a socket and a coroutine, no CPU.
-SLOW_ATTEMPTS_PER_SENDER = 16
 # After a failed claim (the database is down, say), claims pause 0.5 s, then twice as long after
 # each further failure, up to this: a worker neither hammers a sick database nor floods its log.
 CLAIM_PAUSE_MAX_SECONDS = 8.0
 # Webhook changes are remembered this long: claims that started before one read the old values.
 CHANGES_KEPT_SECONDS = 60
-
-
-@dataclass(eq=False)
-class _SenderSlot:
-    """What one sender coroutine is doing, for the watch on slow attempts."""
-
-    target: Target | None = None
-    started: float = 0.0  # monotonic time its attempt started
-    replaced: bool = False  # its attempt is slow and a new sender took its place
 
 
 class DeliveryWorker:
@@ -82,51 +62,61 @@ class DeliveryWorker:
         *,
         sender: Sender | None = None,
         secret_store: WebhookSecretStore | None = None,
+        queue: QueueBackend | None = None,
     ):
         self.database = database
         self.settings = settings
+        self.queue = queue or queue_for(database)
         # Opens the webhooks' sealed signing secrets; without TUCANO_SECRET_KEY (sandbox), the
         # key is the database's generated one, read at the first claim.
         key = settings.secret_key
         self.secret_store = secret_store or (
             WebhookSecretStore.of(key.get_secret_value().encode(), settings) if key else None
         )
-        self._concurrency = settings.delivery_concurrency
+        concurrency = settings.delivery_concurrency
         # Each slow attempt holds a socket: leave half the process's open files for the rest.
-        self.max_slow_attempts = max(
-            0,
-            min(
-                SLOW_ATTEMPTS_PER_SENDER * self._concurrency,
-                open_files_limit() // 2 - self._concurrency,
-            ),
-        )
-        self.sender = sender or Sender(
-            allowed_networks=settings.webhook_allowed_networks,
-            allow_http=settings.is_sandbox,
-            timeout=settings.delivery_timeout_seconds,
-            max_connections=self._concurrency + self.max_slow_attempts,
+        max_slow = max(
+            0, min(SLOW_ATTEMPTS_PER_SENDER * concurrency, open_files_limit() // 2 - concurrency)
         )
         self.lease = timedelta(seconds=settings.delivery_lease_seconds)
-        self._retries = RetryPolicy.from_settings(settings)
-        self._slow_after = settings.delivery_slow_after_seconds
-        self._sender_slots: set[_SenderSlot] = set()
-        self._sender_tasks: set[asyncio.Task[None]] = set()
-        self._replaced_slow_attempts = 0  # slow attempts whose senders were replaced
-        self._claim_batch = settings.delivery_concurrency
+        self._claim_batch = concurrency
         self._dispatcher = Dispatcher(settings.delivery_concurrency_per_target)
         # A target this worker holds this many claimed deliveries for is left out of claims.
         self._enough_per_target = PREFETCH * settings.delivery_concurrency_per_target
-        self._more_due = False
+        self._more_due = False  # the last claim was full: more may be due
         self._claim_failures = 0  # in a row
         self._claims_paused_until = 0.0  # monotonic
-        # Webhooks changed or deleted lately (monotonic time, deleted?).
+        # Webhooks changed or deleted lately (monotonic time, deleted?), and when changes may
+        # have been missed (the listener was down).
         self._recent_changes: dict[int, tuple[float, bool]] = {}
-        self._changes_missed_at = float("-inf")  # when changes may have been missed (monotonic)
+        self._changes_missed_at = float("-inf")
         self._left_out: set[str] = set()  # keys of the targets the last claim left out
         self._stale: list[ClaimedDelivery] = []  # held, not started: to give back unsent
         # Wakes the claim loop: new deliveries committed (wakeup), room freed, a record, stop.
         self._wake_claim_loop = asyncio.Event()
-        self.recorder = Recorder(database, on_recorded=lambda: self._wake_claim_loop.set())
+        self.recorder = Recorder(self.queue, on_recorded=lambda: self._wake_claim_loop.set())
+        timeout = settings.delivery_timeout_seconds
+        self.senders = SenderPool(
+            dispatcher=self._dispatcher,
+            recorder=self.recorder,
+            sender=sender
+            or Sender(
+                allowed_networks=settings.webhook_allowed_networks,
+                allow_http=settings.is_sandbox,
+                timeout=timeout,
+                max_connections=concurrency + max_slow,
+            ),
+            retries=RetryPolicy.from_settings(settings),
+            concurrency=concurrency,
+            max_slow_attempts=max_slow,
+            slow_after=settings.delivery_slow_after_seconds,
+            start_by=lambda d: start_by(
+                d.lease_until, timeout=timeout, lease_seconds=settings.delivery_lease_seconds
+            ),
+            on_done=self._on_done,
+            on_stale=self._give_back_later,
+            on_slow=self._wake_claim_loop_now,
+        )
 
     # --- main loop -----------------------------------------------------------------------------
 
@@ -140,15 +130,11 @@ class DeliveryWorker:
         recorder = asyncio.create_task(
             self.recorder.record_until(recording), name="delivery-recorder"
         )
-        for _ in range(self._concurrency):
-            self._start_sender()
-        watch = asyncio.create_task(self._watch_for_slow_attempts(), name="delivery-slow-watch")
-        listener = None
-        if self.database.dialect == "postgresql":
-            listener = asyncio.create_task(
-                listen_for_notifications(self.database.url, stop), name="delivery-listener"
-            )
-        log.info("delivery_worker_started", concurrency=self._concurrency)
+        watch = self.senders.start()
+        listener = asyncio.create_task(
+            listen_for_notifications(self.database.url, stop), name="delivery-listener"
+        )
+        log.info("delivery_worker_started", concurrency=self.senders.concurrency)
         try:
             while not stop.is_set():
                 self._wake_claim_loop.clear()
@@ -173,15 +159,17 @@ class DeliveryWorker:
             recording.set()
             self.recorder.wake()
             await recorder
-            if listener is not None:
-                listener.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await listener
-            await self.sender.close()
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+            await self.senders.sender.close()
             log.info("delivery_worker_stopped")
 
     async def _wake_claim_loop_when_set(self, event: asyncio.Event) -> None:
         await event.wait()
+        self._wake_claim_loop.set()
+
+    def _wake_claim_loop_now(self) -> None:
         self._wake_claim_loop.set()
 
     def _held(self) -> int:
@@ -189,13 +177,16 @@ class DeliveryWorker:
 
     def _room_to_claim(self) -> int:
         held = self._held()
+        concurrency = self.senders.concurrency
         # What is held for slow hosts waits on them, not on the pool: it does not count against
         # the prefetch, only against a bound on everything held.
         for_the_pool = held - self._dispatcher.held_for_slow_targets()
         return min(
-            PREFETCH * self._concurrency - for_the_pool,
-            (PREFETCH + SLOW_ATTEMPTS_PER_SENDER) * self._concurrency - held,
+            PREFETCH * concurrency - for_the_pool,
+            (PREFETCH + SLOW_ATTEMPTS_PER_SENDER) * concurrency - held,
         )
+
+    # --- claiming ------------------------------------------------------------------------------
 
     async def _claim(self, room: int) -> None:
         dispatcher = self._dispatcher
@@ -214,8 +205,7 @@ class DeliveryWorker:
         try:
             if self.secret_store is None:
                 self.secret_store = await load_secret_store(self.settings, self.database)
-            claim = await queue.claim_due_deliveries(
-                self.database,
+            claim = await self.queue.claim(
                 secret_store=self.secret_store,
                 limit=room,
                 lease=self.lease,
@@ -223,19 +213,7 @@ class DeliveryWorker:
                 exclude_hosts=[t.key for t in full],
             )
         except Exception as exc:
-            self._claim_failures += 1
-            pause = min(CLAIM_PAUSE_MAX_SECONDS, 0.5 * 2 ** min(self._claim_failures - 1, 10))
-            self._claims_paused_until = time.monotonic() + pause
-            if self._claim_failures == 1:
-                log.exception("delivery_claim_failed", pauseSeconds=pause)
-            else:  # the traceback was logged with the first failure
-                log.warning(
-                    "delivery_claim_failed",
-                    error=exception_summary(exc)[:300],
-                    failuresInARow=self._claim_failures,
-                    pauseSeconds=pause,
-                )
-            self._more_due = False  # the poll tries again
+            self._claim_failed(exc)
             return
         if self._claim_failures:
             log.info("delivery_claims_resumed", failuresInARow=self._claim_failures)
@@ -249,12 +227,43 @@ class DeliveryWorker:
             change = self._recent_changes.get(delivery.webhook_id)
             if change is not None and change[0] >= started:
                 self._drop([delivery], deleted=change[1])
-            elif delivery.target is None:  # the webhook was deleted, and its delivery with it
+            elif delivery.target_url is None:  # the webhook was deleted, and its delivery with it
                 continue
             elif any_missed:
                 self._drop([delivery], deleted=False)
             else:
-                dispatcher.add(delivery, delivery.target.target_url)
+                dispatcher.add(delivery, delivery.target_url)
+
+    def _claim_failed(self, exc: Exception) -> None:
+        self._claim_failures += 1
+        pause = min(CLAIM_PAUSE_MAX_SECONDS, 0.5 * 2 ** min(self._claim_failures - 1, 10))
+        self._claims_paused_until = time.monotonic() + pause
+        if self._claim_failures == 1:
+            log.exception("delivery_claim_failed", pauseSeconds=pause)
+        else:  # the traceback was logged with the first failure
+            log.warning(
+                "delivery_claim_failed",
+                error=exception_summary(exc)[:300],
+                failuresInARow=self._claim_failures,
+                pauseSeconds=pause,
+            )
+        self._more_due = False  # the poll tries again
+
+    def _on_done(self, target: Target) -> None:
+        """One of `target`'s deliveries is done: claim again when that made room and there may
+        be more due (the last claim was full, or it left out this target, which has now fallen
+        below the mark). Otherwise new deliveries announce themselves, and retries are polled
+        for."""
+        if (
+            self._more_due
+            or (
+                target.key in self._left_out
+                and self._dispatcher.held(target) < self._enough_per_target
+            )
+        ) and self._room_to_claim() >= self._claim_batch:
+            self._wake_claim_loop.set()
+
+    # --- webhook changes and giving back ---------------------------------------------------------
 
     def _on_webhook_change(self, change: WebhookChange | None) -> None:
         """A webhook changed or was deleted: what this worker holds for it carries the old URL,
@@ -277,12 +286,16 @@ class DeliveryWorker:
             now = clock.now()
             # Under this worker's lease, the deletion left them to it. Past it (the worker was
             # paused), the deletion may have recorded them itself: given back, they are
-            # recorded only if nobody has been since the claim (see release_claims).
+            # recorded only if nobody has been since the claim (see QueueBackend.release).
             self._record_deleted([d for d in deliveries if d.lease_until > now])
             deliveries = [d for d in deliveries if d.lease_until <= now]
             if not deliveries:
                 return
         self._stale += deliveries
+        self._wake_claim_loop.set()
+
+    def _give_back_later(self, delivery: ClaimedDelivery) -> None:
+        self._stale.append(delivery)
         self._wake_claim_loop.set()
 
     def _record_deleted(self, deliveries: list[ClaimedDelivery]) -> None:
@@ -296,93 +309,13 @@ class DeliveryWorker:
             stale, self._stale = self._stale, []
             await self._release(stale, due_in=timedelta(0))
 
-    # --- sending ---------------------------------------------------------------------------
-
-    def _start_sender(self) -> None:
-        slot = _SenderSlot()
-        self._sender_slots.add(slot)
-        task = asyncio.create_task(self._send_forever(slot), name="delivery-sender")
-        self._sender_tasks.add(task)
-        task.add_done_callback(self._sender_tasks.discard)
-
-    async def _watch_for_slow_attempts(self) -> None:
-        """Give the place of each attempt that turns slow to a new sender (see module doc)."""
-        while True:
-            await asyncio.sleep(self._slow_after / 4)
-            now = time.monotonic()
-            for slot in list(self._sender_slots):
-                target = slot.target
-                if target is None or now - slot.started < self._slow_after:
-                    continue
-                if not target.slow:
-                    self._dispatcher.mark_slow(target)
-                    self._wake_claim_loop.set()  # its held deliveries no longer count: room
-                if not slot.replaced and self._replaced_slow_attempts < self.max_slow_attempts:
-                    slot.replaced = True
-                    self._replaced_slow_attempts += 1
-                    self._start_sender()
-
-    async def _send_forever(self, slot: _SenderSlot) -> None:
-        dispatcher = self._dispatcher
-        # An attempt started later than this before its lease ends might still be running (or
-        # not yet recorded) when another worker claims the delivery.
-        timeout = self.settings.delivery_timeout_seconds
-        margin = timedelta(seconds=timeout + (self.settings.delivery_lease_seconds - timeout) / 4)
-        while (handed := await dispatcher.next()) is not None:
-            delivery, target = handed
-            quick = False  # an attempt answered within the slow mark (a give-back is none)
-            now = clock.now()
-            try:
-                if now + margin > delivery.lease_until:
-                    self._stale.append(delivery)
-                    self._wake_claim_loop.set()
-                    continue
-                slot.target, slot.started = target, time.monotonic()
-                outcome = await attempts.attempt(
-                    delivery, sender=self.sender, retries=self._retries, attempted_at=now
-                )
-                self.recorder.add([outcome])
-                quick = time.monotonic() - slot.started < self._slow_after
-            except Exception:
-                log.exception(
-                    "delivery_attempt_crashed",
-                    deliveryId=delivery.delivery_id,
-                    eventId=delivery.event_id,
-                    webhookId=delivery.webhook_id,
-                )
-                crashed = attempts.crashed_outcome(
-                    delivery, retries=self._retries, attempted_at=now
-                )
-                if crashed is not None:
-                    self.recorder.add([crashed])
-            finally:
-                slot.target = None
-                dispatcher.done(target, quick=quick)
-                # Claim again when room is made and there may be more due: the last claim was
-                # full, or it left out this target, which has now fallen below the mark.
-                # (Otherwise new deliveries announce themselves, and retries are polled for.)
-                if (
-                    self._more_due
-                    or (
-                        target.key in self._left_out
-                        and dispatcher.held(target) < self._enough_per_target
-                    )
-                ) and self._room_to_claim() >= self._claim_batch:
-                    self._wake_claim_loop.set()
-            if slot.replaced:  # another sender has taken this one's place
-                self._replaced_slow_attempts -= 1
-                break
-        self._sender_slots.discard(slot)
-
-    # --- giving back ---------------------------------------------------------------------------
-
     async def _release(self, claims: list[ClaimedDelivery], *, due_in: timedelta) -> None:
         # Tried again after a lost connection (one the listener's loss often comes with): what
         # is not given back waits out its lease unsent.
         for pause in (*RELEASE_RETRY_PAUSES, None):
             try:
-                cancelled = await queue.release_claims(
-                    self.database, claims, due_at=clock.now() + due_in, lease=self.lease
+                cancelled = await self.queue.release(
+                    claims, due_at=clock.now() + due_in, lease=self.lease
                 )
                 break
             except Exception as exc:
@@ -407,11 +340,5 @@ class DeliveryWorker:
         await self._give_back_stale()
         if self._dispatcher.running:
             log.info("delivery_worker_draining", inFlight=self._dispatcher.running)
-        _, unfinished = await asyncio.wait(
-            set(self._sender_tasks), timeout=self.settings.delivery_timeout_seconds + 5
-        )
-        for task in unfinished:
-            task.cancel()
-        if unfinished:
-            await asyncio.wait(unfinished)
+        await self.senders.wait_finished(self.settings.delivery_timeout_seconds + 5)
         await self._give_back_stale()

@@ -11,10 +11,8 @@ import structlog
 
 from tucano.core.logs import exception_summary
 from tucano.core.metrics import record_attempt
-from tucano.db.database import Database
 from tucano.db.outages import is_database_unavailable
-from tucano.deliveries import queue
-from tucano.deliveries.queue.backend import Outcome
+from tucano.deliveries.queue.backend import Outcome, QueueBackend
 
 log = structlog.get_logger("tucano.deliveries")
 
@@ -38,8 +36,8 @@ class Recorder:
     again (their lease run out) before recording that it sent them, and send them twice.
     """
 
-    def __init__(self, database: Database, *, on_recorded: Callable[[], None]) -> None:
-        self.database = database
+    def __init__(self, queue: QueueBackend, *, on_recorded: Callable[[], None]) -> None:
+        self.queue = queue
         self.outcomes: list[Outcome] = []  # not handed to the database yet
         self.outcomes_waiting = asyncio.Event()
         self.unrecorded = False
@@ -121,7 +119,7 @@ class Recorder:
         """One try at recording `batch`; once stopping, given up (TimeoutError) when the stop's
         allowance runs out, even if it began before the stop (a database that hangs rather than
         refuses would otherwise hold the stop for ever)."""
-        record = asyncio.ensure_future(queue.record_outcomes(self.database, batch))
+        record = asyncio.ensure_future(self.queue.record(batch))
         # A try given up is not waited for; whatever it ends in is not news.
         record.add_done_callback(lambda task: task.cancelled() or task.exception())
         while not record.done():

@@ -1,4 +1,5 @@
-"""One HTTP POST of one delivery, to a target that has been checked at connect time.
+"""One HTTP POST of one claimed delivery (the `make_http_call` phase of an attempt), to a target
+that has been checked at connect time.
 
 The SSRF guard runs inside aiohttp's resolver: the addresses that are checked are the addresses
 aiohttp connects to, so DNS cannot change between check and connect. IP literals never reach a
@@ -14,13 +15,14 @@ import socket
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
 import tucano
+from tucano.deliveries.models import ResultStatus
+from tucano.deliveries.queue.backend import ClaimedDelivery, Outcome
 from tucano.deliveries.worker.retry import parse_retry_after
 from tucano.webhooks.url_safety import (
     IPNetwork,
@@ -64,18 +66,6 @@ class SafeResolver(AbstractResolver):
 
     async def close(self) -> None:
         await self._inner.close()
-
-
-class SendResult(NamedTuple):
-    http_status: int | None
-    response_body: str | None
-    error_message: str | None
-    duration_ms: int
-    retry_after: timedelta | None = None
-
-    @property
-    def succeeded(self) -> bool:
-        return self.http_status is not None and 200 <= self.http_status < 300
 
 
 class Sender:
@@ -141,8 +131,12 @@ class Sender:
         return verdict
 
     async def send(
-        self, url: str, *, body: bytes, headers: Mapping[str, str], now: datetime
-    ) -> SendResult:
+        self, claimed: ClaimedDelivery, *, headers: Mapping[str, str], now: datetime
+    ) -> Outcome:
+        """POST `claimed`'s payload to its webhook's URL: SUCCESS on a 2xx, else FAILED with
+        what went wrong (the attempt's retry is the worker's to schedule)."""
+        url = claimed.target_url or ""
+        body = claimed.payload
         started = time.perf_counter()
         status: int | None = None
         head = bytearray()  # of the answer's body, as much as came
@@ -205,12 +199,17 @@ class Sender:
                 error = f"connection error: {exc}"
         if status is not None:
             text = _stored_text(bytes(head))
-        return SendResult(
-            status,
-            text,
-            None if error is None else _printable(error)[:500],
-            int((time.perf_counter() - started) * 1000),
-            retry_after,
+        return Outcome(
+            claimed=claimed,
+            status=ResultStatus.SUCCESS if error is None else ResultStatus.FAILED,
+            target_url=url,
+            http_status=status,
+            response_body=text,
+            error_message=None if error is None else _printable(error)[:500],
+            duration_ms=int((time.perf_counter() - started) * 1000),
+            attempted_at=now,
+            next_attempt_at=None,
+            retry_after=retry_after,
         )
 
 

@@ -1,0 +1,75 @@
+"""A payment link's rules, as pure functions: its statuses and the one a reader sees at a
+moment, its expiry, how it can be paid, and its instalments (over integer cents).
+
+Two roundings of instalments, on purpose: the options shown to a payer are `amount / n` rounded
+half-up to cents (what decisions.md asks for, so 100.00 in 3 shows 33.33), while the real
+charge splits the amount so the instalments add up to it exactly, the remainder cent(s) on the
+first.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+from enum import IntEnum
+from typing import Literal, Protocol
+
+from tucano.core.money import from_cents
+
+StatusName = Literal["CREATED", "PAID", "EXPIRED"]
+STATUS_CODES: dict[str, int] = {"CREATED": 1, "PAID": 2, "EXPIRED": 3}
+MAX_INSTALLMENTS = 10
+
+
+class PaymentMethod(IntEnum):
+    CREDIT_CARD = 1
+    PIX = 2
+
+
+METHOD_CARD = PaymentMethod.CREDIT_CARD
+METHOD_PIX = PaymentMethod.PIX
+METHOD_NAMES = {METHOD_CARD: "CREDIT_CARD", METHOD_PIX: "PIX"}
+
+
+class StoredStatus(Protocol):
+    """What a link's status at a moment depends on (a PaymentLink, or a row read with its
+    column names)."""
+
+    status: str
+    expires_at: datetime
+
+
+def status_at(link: StoredStatus, now: datetime) -> StatusName:
+    """The status a reader sees: a CREATED link is EXPIRED from its expiration moment on, and a
+    paid link never expires. EXPIRED is not stored: it is read from expires_at."""
+    if link.status == "PAID":
+        return "PAID"
+    return "EXPIRED" if now >= link.expires_at else "CREATED"
+
+
+def expiration_of(created_at: datetime, days: int) -> datetime:
+    """A link expires `days` days after it was created."""
+    return created_at + timedelta(days=days)
+
+
+def installment_options(amount_cents: int, max_installments: int) -> list[tuple[int, Decimal]]:
+    """(n, amount / n rounded half-up to cents) for n from 1 to `max_installments`. In integer
+    cents: half-up of cents / n is (2 * cents + n) // (2 * n)."""
+    return [
+        (n, from_cents((2 * amount_cents + n) // (2 * n))) for n in range(1, max_installments + 1)
+    ]
+
+
+def split_into_installments(amount_cents: int, count: int) -> list[int]:
+    """The cents of each instalment of a card charge: equal parts, the remainder on the first,
+    so that they always add up to `amount_cents`."""
+    if count < 1:
+        raise ValueError("at least one instalment")
+    base, remainder = divmod(amount_cents, count)
+    return [base + remainder] + [base] * (count - 1)
+
+
+def most_installments(amount_cents: int, numbers_installments: int) -> int:
+    """The most instalments a card charge of the link may have: those offered, and at least a
+    cent each (0.02 is never charged in three)."""
+    return min(numbers_installments, amount_cents)

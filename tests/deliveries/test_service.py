@@ -1,0 +1,227 @@
+"""The outbox as other features use it: one transaction for the change, the event and its
+deliveries. Service functions on a database of their own (the helpers here are shared by the
+queue's, cancellation's and results' tests)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from sqlalchemy import update
+
+from tests.support.queue import (
+    LEASE,
+    add_webhook,
+    claim,
+    count,
+    delete_webhook,
+    publish,
+    record_success,
+    results_of,
+    sweep_abandoned,
+)
+from tests.support.service import new_customer_id
+from tucano.core import json_codec
+from tucano.core.clock import clock
+from tucano.core.paging import PageRequest
+from tucano.db.database import Database
+from tucano.deliveries import service as deliveries
+from tucano.deliveries.models import Delivery, DeliveryResult, Event, ResultStatus
+from tucano.deliveries.queue import queue_for
+from tucano.deliveries.queue.backend import Outcome
+from tucano.deliveries.result_repository import ResultFilters
+from tucano.deliveries.service import delivery_backlog
+from tucano.events.samples import sample_payload
+from tucano.events.types import EventType
+
+
+async def test_an_event_rolled_back_with_its_business_change_leaves_nothing(
+    private_database: Database,
+) -> None:
+    customer = new_customer_id()
+    await add_webhook(private_database, customer)
+    await publish(private_database, customer, commit=False)
+    assert await count(private_database, Event, customer) == 0
+    assert await count(private_database, Delivery, customer) == 0
+
+
+async def test_an_event_committed_carries_one_delivery_per_active_webhook(
+    private_database: Database,
+) -> None:
+    customer = new_customer_id()
+    for active in (True, True, False):
+        await add_webhook(private_database, customer, active=active)
+    assert await publish(private_database, customer) == 2
+    assert await count(private_database, Event, customer) == 1
+    assert await count(private_database, Delivery, customer) == 2
+
+
+def test_money_in_payloads_keeps_two_decimals() -> None:
+    payload = sample_payload(EventType.CARD_PAYMENT_INBOUND)
+    payload.amount = Decimal("10.50")  # type: ignore[attr-defined]
+    assert b'"amount":10.50' in json_codec.dumps(payload)
+
+
+async def test_what_a_killed_worker_held_when_its_webhook_was_deleted_is_recorded_not_sent(
+    private_database: Database,
+) -> None:
+    """The deletion leaves a held delivery to its holder; the holder never records it (it was
+    killed): once its lease has run out, with a margin, the periodic job does, once."""
+    customer = new_customer_id()
+    webhook_id = await add_webhook(private_database, customer)
+    await publish(private_database, customer)
+    with clock.freeze() as frozen:
+        (held,) = await claim(private_database, customer)
+        await delete_webhook(private_database, customer, webhook_id)
+        assert await results_of(private_database, webhook_id) == []  # left to the holder
+        frozen.advance(LEASE)
+        await sweep_abandoned(private_database)
+        assert await results_of(private_database, webhook_id) == []  # the holder may still
+        frozen.advance(deliveries.ABANDONED_AFTER)
+        assert await sweep_abandoned(private_database) >= 1
+        await sweep_abandoned(private_database)
+    assert await results_of(private_database, webhook_id) == [
+        (held.attempt, ResultStatus.FAILED, deliveries.ABANDONED)
+    ]
+    # The results list's totals count it (they add up hour counts, not rows).
+    async with private_database.session() as session:
+        _, total = await deliveries.list_results(
+            session,
+            customer_id=customer,
+            filters=ResultFilters(webhook_id=webhook_id),
+            page=PageRequest(page=0, size=10),
+        )
+    assert total == 1
+
+
+@pytest.mark.parametrize("holder", ["records its attempt", "gives it back"])
+async def test_what_its_holder_recorded_after_the_deletion_is_not_recorded_again(
+    private_database: Database, holder: str
+) -> None:
+    customer = new_customer_id()
+    webhook_id = await add_webhook(private_database, customer)
+    await publish(private_database, customer)
+    with clock.freeze() as frozen:
+        (held,) = await claim(private_database, customer)
+        await delete_webhook(private_database, customer, webhook_id)
+        if holder == "records its attempt":
+            await record_success(private_database, [held])
+        else:
+            cancelled = await queue_for(private_database).release(
+                [held], due_at=clock.now(), lease=LEASE
+            )
+            assert cancelled == [held]  # the worker records these as not sent
+            await queue_for(private_database).record(
+                [
+                    Outcome(
+                        claimed=held,
+                        status=ResultStatus.FAILED,
+                        target_url="https://hooks.example.com/x",
+                        http_status=None,
+                        response_body=None,
+                        error_message="not sent: the webhook was deleted",
+                        duration_ms=0,
+                        attempted_at=clock.now(),
+                        next_attempt_at=None,
+                    )
+                ],
+            )
+        frozen.advance(LEASE + deliveries.ABANDONED_AFTER)
+        await sweep_abandoned(private_database)
+    assert len(await results_of(private_database, webhook_id)) == 1
+
+
+async def test_abandoned_deliveries_are_recorded_once_by_jobs_running_at_once(
+    private_database: Database,
+) -> None:
+    customer = new_customer_id()
+    webhook_id = await add_webhook(private_database, customer)
+    for _ in range(5):
+        await publish(private_database, customer)
+    with clock.freeze() as frozen:
+        assert len(await claim(private_database, customer)) == 5
+        await delete_webhook(private_database, customer, webhook_id)
+        frozen.advance(LEASE + deliveries.ABANDONED_AFTER)
+        await asyncio.gather(*(sweep_abandoned(private_database) for _ in range(3)))
+    records = await results_of(private_database, webhook_id)
+    assert len(records) == 5 and {status for _, status, _ in records} == {ResultStatus.FAILED}
+
+
+async def test_a_webhook_with_a_large_backlog_can_still_be_deleted(
+    private_database: Database,
+) -> None:
+    """A receiver down for days leaves tens of thousands of deliveries queued for its webhook;
+    deleting the webhook still works (more of them than a statement may carry parameters) and
+    records each as not sent."""
+    customer = new_customer_id()
+    webhook_id = await add_webhook(private_database, customer)
+    backlog = 40_000
+    payload = sample_payload(EventType.PIX_OUTBOUND)
+    async with private_database.session() as session:
+        await deliveries.publish_events(
+            session,
+            [
+                deliveries.NewEvent(customer, EventType.PIX_OUTBOUND, payload)
+                for _ in range(backlog)
+            ],
+        )
+        await session.commit()
+    assert await count(private_database, Delivery, customer) == backlog
+
+    await delete_webhook(private_database, customer, webhook_id)
+
+    assert await count(private_database, Delivery, customer) == 0
+    assert await count(private_database, DeliveryResult, customer) == backlog
+
+
+async def test_pruning_removes_old_history_only(private_database: Database) -> None:
+    customer = new_customer_id()
+    await add_webhook(private_database, customer)
+    with clock.freeze(clock.now() - timedelta(days=100)):
+        await publish(private_database, customer)
+        await record_success(private_database, await claim(private_database, customer))
+    await publish(private_database, customer)  # recent, still pending
+    assert await count(private_database, DeliveryResult, customer) == 1
+
+    async with private_database.session() as session:
+        removed = await deliveries.prune_history(
+            session, older_than=clock.now() - timedelta(days=90)
+        )
+        await session.commit()
+    assert removed >= 2  # the old result, and the old event with its finished delivery
+    assert await count(private_database, DeliveryResult, customer) == 0
+    assert await count(private_database, Event, customer) == 1
+    assert await count(private_database, Delivery, customer) == 1
+
+
+async def test_the_backlog_counts_what_is_due_and_ages_the_oldest(
+    empty_database: Database,
+) -> None:
+    assert await delivery_backlog(empty_database) == (0, 0.0)
+    customer = new_customer_id()
+    await add_webhook(empty_database, customer)
+    with clock.freeze() as frozen:
+        published_at = clock.now()
+        for _ in range(4):
+            await publish(empty_database, customer)
+        held = await claim(empty_database, customer)
+        async with empty_database.session() as session:
+            # One a retry due later, one a retry due a minute before the others were published.
+            await session.execute(
+                update(Delivery)
+                .where(Delivery.id == held[0].delivery_id)
+                .values(attempts=1, next_attempt_at=published_at + timedelta(minutes=5))
+            )
+            await session.execute(
+                update(Delivery)
+                .where(Delivery.id == held[1].delivery_id)
+                .values(attempts=1, next_attempt_at=published_at - timedelta(minutes=1))
+            )
+            await session.commit()
+        frozen.advance(timedelta(seconds=30))
+        backlog = await delivery_backlog(empty_database)
+    # Claimed and not recorded is still due: the worker is behind on it.
+    assert backlog.due == 3
+    assert backlog.oldest_due_age_seconds == 90.0
