@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from datetime import timedelta
 
 import pytest
@@ -357,3 +358,52 @@ def test_the_previous_key_may_be_given_as_tucano_secret_key_previous(
     monkeypatch.setenv("TUCANO_SECRET_KEY_PREVIOUS", "short")
     with pytest.raises(ConfigurationError, match="at least 32"):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("networks", "reaches"),
+    [
+        ("0.0.0.0/0", "loopback addresses"),
+        ("10.0.0.0/8,127.0.0.0/8", "loopback addresses"),
+        ("169.254.169.254/32", "link-local addresses (cloud metadata)"),
+        ("::/0", "the loopback address"),
+        ("fe80::/64", "link-local addresses"),
+        ("0.0.0.0/32", "the unspecified address"),
+    ],
+)
+def test_production_refuses_allowed_networks_that_reach_loopback_link_local_or_unspecified(
+    monkeypatch: pytest.MonkeyPatch, networks: str, reaches: str
+) -> None:
+    monkeypatch.setenv("TUCANO_ENVIRONMENT", "production")
+    monkeypatch.setenv("TUCANO_SECRET_KEY", STRONG_KEY)
+    monkeypatch.setenv("TUCANO_WEBHOOK_ALLOWED_NETWORKS", networks)
+    with pytest.raises(ConfigurationError, match=re.escape(f"contains {reaches}")):
+        load_settings()
+    monkeypatch.setenv("TUCANO_ENVIRONMENT", "sandbox")
+    assert load_settings().webhook_allowed_networks
+
+
+def test_production_takes_private_ranges_for_its_receivers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUCANO_ENVIRONMENT", "production")
+    monkeypatch.setenv("TUCANO_SECRET_KEY", STRONG_KEY)
+    monkeypatch.setenv("TUCANO_WEBHOOK_ALLOWED_NETWORKS", "10.0.0.0/8,192.168.0.0/16,fd00::/8")
+    assert [str(n) for n in load_settings().webhook_allowed_networks] == [
+        "10.0.0.0/8",
+        "192.168.0.0/16",
+        "fd00::/8",
+    ]
+
+
+@pytest.mark.parametrize(
+    "token", ["a" * 16, "abcdabcdabcdabcdabcdabcdabcdabcd", "0123456789abcdef"]
+)
+def test_production_refuses_a_weak_metrics_token(
+    monkeypatch: pytest.MonkeyPatch, token: str
+) -> None:
+    monkeypatch.setenv("TUCANO_ENVIRONMENT", "production")
+    monkeypatch.setenv("TUCANO_SECRET_KEY", STRONG_KEY)
+    monkeypatch.setenv("TUCANO_METRICS_TOKEN", token)
+    with pytest.raises(ConfigurationError, match=r"^TUCANO_METRICS_TOKEN "):
+        load_settings()
+    monkeypatch.setenv("TUCANO_METRICS_TOKEN", STRONG_KEY[::-1])
+    assert load_settings().metrics_token is not None

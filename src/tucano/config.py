@@ -19,6 +19,7 @@ from sqlalchemy.exc import ArgumentError
 
 from tucano.setting_values import (
     LONGEST_DURATION,
+    guarded_range_in,
     is_loopback_host,
     parse_duration,
     secret_key_weakness,
@@ -323,6 +324,23 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"TUCANO_SECRET_KEY {weakness}: production needs a random key, such as the "
                 'output of python -c "import secrets; print(secrets.token_urlsafe(48))"'
+            )
+        for network in self.webhook_allowed_networks:
+            reason = guarded_range_in(network)
+            if reason is not None:
+                raise ValueError(
+                    f"TUCANO_WEBHOOK_ALLOWED_NETWORKS: {network} contains {reason}; production "
+                    "never delivers there (name the private ranges your receivers are in)"
+                )
+        token_weakness = (
+            secret_key_weakness(self.metrics_token.get_secret_value())
+            if self.metrics_token
+            else None
+        )
+        if token_weakness is not None:
+            raise ValueError(
+                f"TUCANO_METRICS_TOKEN {token_weakness}: production needs a random token, as "
+                "for the secret key"
             )
         parsed = urlsplit(self.public_url)
         if parsed.scheme.lower() != "https" and not is_loopback_host(parsed.hostname or ""):

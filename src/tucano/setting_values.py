@@ -58,6 +58,26 @@ def secret_key_weakness(key: str) -> str | None:
     return None
 
 
+# What a webhook's target must never reach in production, whatever the operator allows.
+_GUARDED_RANGES = (
+    (ipaddress.ip_network("127.0.0.0/8"), "loopback addresses"),
+    (ipaddress.ip_network("::1/128"), "the loopback address"),
+    (ipaddress.ip_network("169.254.0.0/16"), "link-local addresses (cloud metadata)"),
+    (ipaddress.ip_network("fe80::/10"), "link-local addresses"),
+    (ipaddress.ip_network("0.0.0.0/32"), "the unspecified address"),
+    (ipaddress.ip_network("::/128"), "the unspecified address"),
+)
+
+
+def guarded_range_in(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str | None:
+    """What `network` reaches that production never delivers to (loopback, link-local,
+    unspecified), or None."""
+    for guarded, what in _GUARDED_RANGES:
+        if guarded.version == network.version and network.overlaps(guarded):  # type: ignore[arg-type]
+            return what
+    return None
+
+
 def is_loopback_host(host: str) -> bool:
     host = host.rstrip(".")
     if host == "localhost" or host.endswith(".localhost"):
