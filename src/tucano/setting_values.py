@@ -73,7 +73,7 @@ def guarded_range_in(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> 
     """What `network` reaches that production never delivers to (loopback, link-local,
     unspecified), or None."""
     for guarded, what in _GUARDED_RANGES:
-        if guarded.version == network.version and network.overlaps(guarded):  # type: ignore[arg-type]
+        if guarded.version == network.version and network.overlaps(guarded):
             return what
     return None
 
