@@ -136,3 +136,10 @@ def test_the_delivery_walk_names_modules_that_exist() -> None:
     steps = re.findall(r"^\d+\. \*\*`([\w/]+\.py)`\*\*", walk.split("\n## ")[0], re.M)
     assert len(steps) >= 8
     assert [step for step in steps if not (ROOT / "src" / "tucano" / step).is_file()] == []
+
+
+def test_the_walk_through_keeps_secrets_in_files_only_their_owner_reads() -> None:
+    walk = _walk_through()
+    # A fixed name under /tmp is readable by every local user (and another may create it first).
+    assert "/tmp/" not in walk
+    assert walk.count("$(mktemp)") == 2

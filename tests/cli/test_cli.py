@@ -653,3 +653,12 @@ def test_secrets_reencrypt_moves_secrets_to_the_current_key(tmp_path: Path) -> N
     database.close()
     resealed = Webhook(id=1, secret=stored, previous_secrets=None)
     assert WebhookSecretStore(new_key.encode()).secret(resealed) == "whsec_kept"
+
+
+@pytest.mark.parametrize("command", [(), ("clients",), ("clients", "create"), ("serve",)])
+def test_minus_h_is_help_as_minus_minus_help_is(tmp_path: Path, command: tuple[str, ...]) -> None:
+    short = run_tucano(*command, "-h", cwd=tmp_path)
+    long = run_tucano(*command, "--help", cwd=tmp_path)
+    assert short.returncode == long.returncode == 0, short.stderr
+    assert short.stdout == long.stdout
+    assert "Usage: tucano" in short.stdout

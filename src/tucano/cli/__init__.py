@@ -24,6 +24,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    # Every command and group inherits these from the top.
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(processes_app)
 app.add_typer(clients_app, name="clients")
