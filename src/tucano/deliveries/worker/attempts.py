@@ -9,11 +9,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 import structlog
 
 from tucano.config import Settings
-from tucano.core.clock import clock
+from tucano.core.clock import clock, format_utc
 from tucano.deliveries.models import ResultStatus
 from tucano.deliveries.queue.backend import ClaimedDelivery, Outcome
 from tucano.deliveries.worker.retry import next_attempt_delay
@@ -50,11 +51,35 @@ async def attempt(
     """Send `claimed` to its webhook as it is now (or not, if the webhook no longer takes it)."""
     prepared = prepare_attempt(claimed, at=attempted_at)
     if isinstance(prepared, Outcome):
+        log_unsuccessful(prepared)
         return prepared
     outcome = await make_http_call(claimed, prepared, sender=sender, at=attempted_at)
     if outcome.succeeded:
         return handle_success(outcome)
-    return handle_failure(outcome, retries=retries)
+    failed = handle_failure(outcome, retries=retries)
+    log_unsuccessful(failed)
+    return failed
+
+
+def log_unsuccessful(outcome: Outcome) -> None:
+    """One line for an attempt that did not succeed: where it went and what came of it, for an
+    operator who is asked why a merchant heard nothing. Never the payload nor the answer's body."""
+    target = urlsplit(outcome.target_url)
+    log.info(
+        "delivery_attempt_failed",
+        deliveryId=outcome.claimed.delivery_id,
+        eventId=outcome.claimed.event_id,
+        webhookId=outcome.claimed.webhook_id,
+        customerId=outcome.claimed.customer_id,
+        targetHost=target.netloc.rpartition("@")[2],
+        attempt=outcome.claimed.attempt,
+        status=outcome.status,
+        httpStatus=outcome.http_status,
+        error=outcome.error_message,
+        nextAttemptAt=None
+        if outcome.next_attempt_at is None
+        else format_utc(outcome.next_attempt_at),
+    )
 
 
 def prepare_attempt(claimed: ClaimedDelivery, *, at: datetime) -> Mapping[str, str] | Outcome:
