@@ -662,3 +662,46 @@ def test_minus_h_is_help_as_minus_minus_help_is(tmp_path: Path, command: tuple[s
     assert short.returncode == long.returncode == 0, short.stderr
     assert short.stdout == long.stdout
     assert "Usage: tucano" in short.stdout
+
+
+def test_serve_on_another_port_builds_links_on_that_port_when_no_public_url_is_set(
+    tmp_path: Path,
+) -> None:
+    server = start_serve(tmp_path)  # a free port, never 8000
+    try:
+        client = create_client(tmp_path, "--customer-id", "7")
+        headers = {
+            "Authorization": f"Bearer {token(server.base_url, client)}",
+            "x-transaction-id": "0b7f8f0e-3d3c-4f5e-9a53-2f1d2b6c7e11",
+        }
+        link = httpx.post(
+            server.base_url + "/payment-link/v1",
+            json={
+                "payerName": "Maria", "registrationNumber": "52998224725", "amount": 10,
+                "numbersInstallments": 1, "expirationDays": 1,
+            },
+            headers=headers,
+        ).json()  # fmt: skip
+        assert link["urlPayment"].startswith(server.base_url + "/")
+    finally:
+        server.stop()
+    assert any("public_url_follows_port" in line for line in server.logs().splitlines())
+    # A public URL that is set is kept as it is.
+    (tmp_path / ".env").write_text("TUCANO_PUBLIC_URL=https://pay.example.com\n")
+    server = start_serve(tmp_path)
+    try:
+        client = create_client(tmp_path, "--customer-id", "8")
+        link = httpx.post(
+            server.base_url + "/payment-link/v1",
+            json={
+                "payerName": "Maria", "registrationNumber": "52998224725", "amount": 10,
+                "numbersInstallments": 1, "expirationDays": 1,
+            },
+            headers={
+                "Authorization": f"Bearer {token(server.base_url, client)}",
+                "x-transaction-id": "1b7f8f0e-3d3c-4f5e-9a53-2f1d2b6c7e12",
+            },
+        ).json()  # fmt: skip
+        assert link["urlPayment"].startswith("https://pay.example.com/")
+    finally:
+        server.stop()

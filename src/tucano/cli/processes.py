@@ -4,6 +4,8 @@ migrate."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
 import json
 import signal
 import sys
@@ -42,6 +44,17 @@ def check_can_listen(host: str, port: int) -> None:
             fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
 
 
+def local_url(host: str, port: int) -> str:
+    """The address of a server listening on `host`:`port`, as a browser on this machine reaches
+    it (a wildcard interface by the loopback one)."""
+    with contextlib.suppress(ValueError):  # a host name stays as it is
+        if ipaddress.ip_address(host).is_unspecified:
+            host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
 @processes_app.command()
 def serve(
     host: Annotated[
@@ -78,6 +91,12 @@ def serve(
             hint="set TUCANO_PUBLIC_URL to the address payers reach the service at",
         )
     prepare_database(settings, migrate=migrate)
+    if settings.is_sandbox and "public_url" not in settings.model_fields_set:
+        # Left unset, links would name port 8000 whatever port this server listens on.
+        settings = settings.model_copy(update={"public_url": local_url(host, port)})
+        structlog.get_logger("tucano").info(
+            "public_url_follows_port", publicUrl=settings.public_url
+        )
     size_resolver_threads()
     exit_cleanly_after_sigterm()
     try:
