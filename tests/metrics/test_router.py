@@ -10,7 +10,7 @@ from tests.support.settings import make_settings
 from tucano.core.errors import ErrorCode
 from tucano.db.database import Database
 
-METRICS_TOKEN = "metrics-token-5f0c2a9e7b41d386"
+METRICS_TOKEN = "metrics-token-5f0c2a9e7b41d386c8e1a4"
 
 
 def metric_names(page: str) -> set[str]:

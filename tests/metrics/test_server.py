@@ -17,7 +17,7 @@ from tests.support.service import assert_error_body
 from tests.support.settings import POSTGRES_URL, TEST_SECRET_KEY, database_params
 from tucano.core.errors import ErrorCode
 
-TOKEN = "worker-metrics-token-0e5d7c"
+TOKEN = "worker-metrics-token-0e5d7c3a91f4b82d6e"
 
 
 @pytest.fixture(params=database_params())
