@@ -46,7 +46,6 @@ from bench.api_data import load_links, register_webhooks, today_links
 from bench.api_wrk import Load, Round, require_wrk, run_round
 from bench.deployment import CUSTOMER_ID, Deployment, deployed, event_body
 from bench.server_processes import stop
-from tucano.cli.processes import EVENT_LOOP
 
 DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test_benchapi"
 BATCH = 100
@@ -138,7 +137,7 @@ def start_ceiling(name: str, workdir: Path, env: dict[str, str]) -> ServeProcess
     port = free_port()
     argv = [
         *(sys.executable, "-m", "uvicorn", "--factory", f"bench.api_driver:{name}_app"),
-        *("--loop", EVENT_LOOP, "--http", "httptools", "--no-access-log", "--no-server-header"),
+        *("--loop", "uvloop", "--http", "httptools", "--no-access-log", "--no-server-header"),
         *("--log-level", "warning", "--host", "127.0.0.1", "--port", str(port)),
     ]
     return start_listening(

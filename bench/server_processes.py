@@ -62,8 +62,6 @@ class Setup:
             TUCANO_LOG_LEVEL="WARNING",
             # The benchmark measures the server, not the per-client rate limit.
             TUCANO_RATE_LIMIT="1000000/second",
-            # Read by Tucano's own uvicorn setup once it has them; ignored before.
-            TUCANO_HEADER_TIMEOUT_SECONDS=f"{header_timeout_seconds:g}",
         )
         if max_connections is not None:
             env["TUCANO_MAX_CONNECTIONS"] = str(max_connections)

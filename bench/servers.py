@@ -8,8 +8,8 @@ What runs, each server in a process of its own, all on one database with the sam
 (sandbox, `TUCANO_RATE_LIMIT=1000000/second`, `TUCANO_LOG_LEVEL=WARNING`, one secret key):
 
 - uvicorn / Tucano: the real `tucano serve --no-worker`, so uvicorn runs exactly as Tucano sets
-  it up (`--header-timeout` and `--max-connections` are passed as TUCANO_HEADER_TIMEOUT_SECONDS
-  and TUCANO_MAX_CONNECTIONS, for the setup that reads them);
+  it up (`--max-connections` is passed as TUCANO_MAX_CONNECTIONS, its `limit_concurrency`;
+  uvicorn has no header timeout: in production the proxy bounds header time, docs/security.md);
 - granian / Tucano: the same app (`bench.server_apps:tucano_app`) on `granian --interface asgi
   --loop uvloop --workers 1 --http 1`, its header read timeout set to `--header-timeout` and,
   with `--max-connections`, its `--backpressure` (the connections a worker accepts) to it;
@@ -210,7 +210,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--slow-connections", type=int, default=3000)
     parser.add_argument("--slow-seconds", type=float, default=20)
-    parser.add_argument("--header-timeout", type=float, default=10, help="seconds, both servers")
+    parser.add_argument("--header-timeout", type=float, default=10, help="seconds, granian's")
     parser.add_argument(
         "--max-connections", type=int, help="TUCANO_MAX_CONNECTIONS; granian's --backpressure"
     )
@@ -269,7 +269,7 @@ async def main() -> None:
     )
     print(throughput_table(results))
     print(
-        f"\n## Slow headers (header timeout {args.header_timeout:g} s; connection cap "
+        f"\n## Slow headers (granian's header timeout {args.header_timeout:g} s; connection cap "
         f"{cap if cap is not None else 'not set'}; {args.slow_seconds:g} s of a normal "
         "request every 100 ms, 5 s each; 'first / last closed after' is from a slow socket's "
         "partial header to the server closing it, within the window)\n"

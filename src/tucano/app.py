@@ -12,6 +12,7 @@ import tucano
 from tucano.api.docs_pages import OPENAPI_URL, add_docs
 from tucano.api.edge import EdgeMiddleware
 from tucano.api.errors import install_error_handlers
+from tucano.api.peer_limits import PeerLimitMiddleware
 from tucano.api.rate_limits import RateLimits
 from tucano.auth.deps import Callers
 from tucano.auth.router import router as auth_router
@@ -136,6 +137,8 @@ def create_app(
         card_processor = load_card_processor(settings)
     except CardProcessorError as exc:
         raise ConfigurationError(str(exc)) from None
+    # Inside the edge, so that its refusals carry a transaction id and are logged and counted.
+    app.add_middleware(PeerLimitMiddleware, max_requests_per_peer=settings.max_requests_per_peer)
     app.add_middleware(
         EdgeMiddleware,
         max_body_bytes=settings.max_request_body_bytes,

@@ -101,11 +101,11 @@ class Settings(BaseSettings):
     max_request_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     # A body still arriving after this long is answered 408: a client that trickles a body (or
     # stops halfway) would otherwise hold a connection and a request's memory for ever.
-    request_body_timeout_seconds: Seconds = Field(default=60.0, gt=0)
-    # The HTTP server's bounds on connections (api/connections.py): headers still arriving
-    # after this long close the connection, and at most max_connections are open at once.
-    header_timeout_seconds: Seconds = Field(default=10.0, gt=0)
+    request_body_timeout_seconds: Seconds = Field(default=10.0, gt=0)
+    # Connections and requests one process holds at most (uvicorn's limit_concurrency), and
+    # requests in flight one peer address may have of them (api/peer_limits.py).
     max_connections: int = Field(default=1000, ge=1)
+    max_requests_per_peer: int = Field(default=100, ge=1)
     log_level: str = "INFO"
     # auto: a person's console lines on a terminal, JSON lines otherwise.
     log_format: LogFormat = LogFormat.AUTO

@@ -3,17 +3,21 @@ the log."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import socket
 import struct
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import httpx
+from structlog.testing import capture_logs
 
+from tests.support.payer import APPROVED_VISA, Payer, card_form, form_action
 from tests.support.payment_links import BASE, create, tx, window
-from tests.support.processes import clean_env, start_serve
+from tests.support.processes import access_token, clean_env, created_client, start_serve
 from tests.support.service import RunningService
 
 
@@ -43,14 +47,22 @@ def test_a_client_that_leaves_before_its_pipelined_answers_is_no_error(tmp_path:
 def test_a_body_that_does_not_arrive_in_time_is_a_408_and_the_connection_closes(
     tmp_path: Path,
 ) -> None:
-    server = start_serve(tmp_path, clean_env(TUCANO_REQUEST_BODY_TIMEOUT_SECONDS="1"))
+    env = clean_env(TUCANO_REQUEST_BODY_TIMEOUT_SECONDS="1")
+    server = start_serve(tmp_path, env)
     try:
+        with httpx.Client(base_url=server.base_url) as http:
+            token = access_token(http, created_client(tmp_path, env, customer_id=5))
+        authorization = f"Authorization: Bearer {token}\r\n".encode()
         address = urlsplit(server.base_url)
         with socket.create_connection((address.hostname, address.port), timeout=10) as client:
-            # Half a body, then nothing: a stalled or trickling client.
+            # Half a body, then nothing: a stalled or trickling client (with credentials: one
+            # without is answered 401 before its body).
             client.sendall(
                 b"POST /webhook/v1/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
-                b"\r\nContent-Length: 100\r\n\r\n" + b'{"targetUrl": "https://'
+                b"\r\n"
+                + authorization
+                + b"Content-Length: 100\r\n\r\n"
+                + b'{"targetUrl": "https://'
             )
             started = time.monotonic()
             answer = b""
@@ -65,18 +77,18 @@ def test_a_body_that_does_not_arrive_in_time_is_a_408_and_the_connection_closes(
         error = json.loads(body)
         assert error["errorCode"] == 48
         assert error["errors"] == ["the request body must arrive within 1 seconds of the request"]
-        # A body that arrives in time, in pieces, is read as usual (401: no token here).
+        # A body that arrives in time, in pieces, is read as usual (and found to lack fields).
         with socket.create_connection((address.hostname, address.port), timeout=10) as client:
             client.sendall(
                 b"POST /webhook/v1/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
-                b"\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{"
+                b"\r\n" + authorization + b"Content-Length: 2\r\nConnection: close\r\n\r\n{"
             )
             time.sleep(0.3)
             client.sendall(b"}")
             answer = b""
             while chunk := client.recv(65536):
                 answer += chunk
-        assert answer.startswith(b"HTTP/1.1 401 "), answer
+        assert answer.startswith(b"HTTP/1.1 400 "), answer
         # The token endpoint answers the RFC 6749 way, a 408 too.
         with socket.create_connection((address.hostname, address.port), timeout=10) as client:
             client.sendall(
@@ -126,3 +138,69 @@ async def test_every_answer_says_nosniff_once(service: RunningService) -> None:
         )
     assert answers[-1].status_code == 200
     assert answers[-1].headers["content-type"].startswith("text/html")
+
+
+async def raw_exchange(base_url: str, head: bytes, body: bytes, *, wait: float) -> bytes:
+    """Send `head` and `body` (less than the head declares) on a socket of their own; what the
+    server answers within `wait` seconds."""
+    address = urlsplit(base_url)
+    reader, writer = await asyncio.open_connection(address.hostname, address.port)
+    writer.write(head + body)
+    await writer.drain()
+    answer = b""
+    with contextlib.suppress(TimeoutError, ConnectionError):
+        async with asyncio.timeout(wait):
+            while chunk := await reader.read(65536):
+                answer += chunk
+    writer.close()
+    return answer
+
+
+async def test_a_request_without_credentials_is_answered_401_before_its_body(
+    service: RunningService,
+) -> None:
+    for path in ("/webhook/v1/create", "/payment-link/v1", "/internal/v1/events/batch"):
+        started = time.monotonic()
+        # Headers, a first few bytes of a body, then nothing: the body never comes whole.
+        answer = await raw_exchange(
+            service.base_url,
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            "Content-Length: 100000\r\n\r\n".encode(),
+            b'{"targetUrl": ',
+            wait=5,
+        )
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 401 "), (path, answer)
+        assert b"connection: close" in head.lower()  # and the connection closed: read to EOF
+        assert time.monotonic() - started < 4  # well before the 10 s the body would be given
+        assert json.loads(body)["errorCode"] == 10
+
+
+async def test_a_checkout_payer_who_leaves_mid_post_is_no_error(
+    service: RunningService,
+) -> None:
+    merchant = await service.merchant()
+    link = await create(merchant)
+    payer = Payer(service, link)
+    page = await payer.page()
+    fields = card_form(page, APPROVED_VISA)
+    body = urlencode(fields).encode()
+    address = urlsplit(service.base_url)
+    with capture_logs() as logs:
+        for _ in range(3):
+            _, writer = await asyncio.open_connection(address.hostname, address.port)
+            writer.write(
+                f"POST {form_action(page, 'data-card-form')} HTTP/1.1\r\nHost: x\r\n"
+                "Content-Type: application/x-www-form-urlencoded\r\n"
+                f"Content-Length: {len(body) + 500}\r\n\r\n".encode()
+                + body[:40]
+            )
+            await writer.drain()
+            await asyncio.sleep(0.2)
+            writer.close()  # the browser tab closed, the phone lost its signal
+        await asyncio.sleep(0.5)
+    await payer.close()
+    assert not [entry for entry in logs if entry["log_level"] in ("error", "critical")], logs
+    metrics = (await service.http.get("/metrics")).text
+    assert 'route="/checkout/{linkPaymentUuid}/card",status="500"' not in metrics
+    assert 'route="/checkout/{linkPaymentUuid}/card",status="499"' in metrics

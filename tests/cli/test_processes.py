@@ -23,6 +23,8 @@ from tests.support.settings import (
     POSTGRES_URL,
     database_params,
 )
+from tucano.cli.processes import concurrency_limit
+from tucano.config import Settings
 from tucano.core import json_codec
 from tucano.db.engines import connect_asyncpg
 
@@ -254,3 +256,9 @@ async def test_an_event_published_by_the_api_wakes_a_worker_in_another_process(
         assert request.headers["webhook-id"] == event_id
     finally:
         await asyncio.to_thread(worker.stop)
+
+
+def test_the_concurrency_limit_stays_under_the_open_files_limit() -> None:
+    settings = Settings(max_connections=5000)
+    assert concurrency_limit(settings, open_files=20000) == 5000
+    assert concurrency_limit(settings, open_files=1024) == 512

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,3 +146,56 @@ def wait_for_port(process: ServeProcess, port: int, timeout: float = 60) -> None
                 return
         time.sleep(0.1)
     raise RuntimeError(f"nothing listens on port {port}: {process.logs()}")
+
+
+def created_client(cwd: Path, env: Mapping[str, str], customer_id: int) -> dict[str, str]:
+    """A new API client of `customer_id`, made with `tucano clients create` (its JSON)."""
+    made = run_tucano("clients", "create", "--customer-id", str(customer_id), cwd=cwd, env=env)
+    assert made.returncode == 0, made.stderr
+    client: dict[str, str] = json.loads(made.stdout)
+    return client
+
+
+def access_token(http: httpx.Client, client: Mapping[str, str]) -> str:
+    """An access token for `client`, asked for through `http`."""
+    answer = http.post(
+        "/oauth/v1/token",
+        data={
+            "grant_type": "client_credentials",
+            "client_id": client["clientId"],
+            "client_secret": client["clientSecret"],
+        },
+    )
+    assert answer.status_code == 200, answer.text
+    token: str = answer.json()["access_token"]
+    return token
+
+
+def serve_with_a_client(cwd: Path, customer_id: int = 7) -> tuple[ServeProcess, dict[str, str]]:
+    """`tucano serve --no-worker` on a SQLite file of its own, JSON logs and no per-client rate
+    limit in the way, and an API client of `customer_id` made before it started."""
+    env = clean_env(
+        TUCANO_DATABASE_URL=f"sqlite+aiosqlite:///{cwd / 'tucano.db'}",
+        TUCANO_LOG_FORMAT="json",
+        TUCANO_RATE_LIMIT="100000/second",
+    )
+    migrated = run_tucano("migrate", cwd=cwd, env=env)
+    assert migrated.returncode == 0, migrated.stderr
+    client = created_client(cwd, env, customer_id)
+    return start_serve(cwd, env, "--no-worker"), client
+
+
+def create_link_over(http: httpx.Client, token: str) -> httpx.Response:
+    """POST a small payment link through `http` (a real process, a proxy in front of one)."""
+    return http.post(
+        "/payment-link/v1",
+        headers={"Authorization": f"Bearer {token}", "x-transaction-id": str(uuid.uuid4())},
+        json={
+            "payerName": "Maria da Silva",
+            "registrationNumber": "529.982.247-25",
+            "amount": 10.00,
+            "numbersInstallments": 1,
+            "expirationDays": 5,
+            "description": "Pedido 42",
+        },
+    )

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -48,8 +49,9 @@ class _ClientGone(Exception):
     pipelined requests and left before their answers). Not a fault of Tucano's."""
 
 
-def _client_gone(exc: BaseException) -> _ClientGone | None:
-    """The _ClientGone behind `exc`, if any (a streamed answer's task group may wrap it)."""
+def _client_gone(exc: BaseException) -> BaseException | None:
+    """The sign behind `exc`, if any, that the client left: an answer it could not be sent, or
+    a body it stopped sending (a streamed answer's task group may wrap either)."""
     seen: set[int] = set()
     pending = [exc]
     while pending:
@@ -57,7 +59,7 @@ def _client_gone(exc: BaseException) -> _ClientGone | None:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, _ClientGone):
+        if isinstance(current, _ClientGone | ClientDisconnect):
             return current
         if isinstance(current, BaseExceptionGroup):
             pending += current.exceptions
@@ -100,7 +102,7 @@ class _BodyTooSlow(HTTPException):
 
 class EdgeMiddleware:
     def __init__(
-        self, app: ASGIApp, *, max_body_bytes: int, body_timeout_seconds: float = 60.0
+        self, app: ASGIApp, *, max_body_bytes: int, body_timeout_seconds: float = 10.0
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
@@ -149,6 +151,11 @@ class EdgeMiddleware:
                     # Answers carry secrets (a webhook's signing secret, a link's checkout
                     # token) and customers' data: no cache, shared or private, keeps one.
                     kept.append((b"cache-control", b"no-store"))
+                if has_body and not body_asked_for:
+                    # Answered from its head alone (a 401, a refusal): a body it never asked
+                    # for must not hold the connection. (Once asked for, uvicorn drops the rest.)
+                    kept = [(k, v) for k, v in kept if k.lower() != b"connection"]
+                    kept.append((b"connection", b"close"))
                 if not any(k.lower() == b"x-content-type-options" for k, _ in kept):
                     # A browser must take an answer for the type it says (JSON, CSV), never
                     # sniff it into HTML or a script.
@@ -159,12 +166,16 @@ class EdgeMiddleware:
             except Exception as exc:
                 raise _ClientGone from exc
 
+        declared = headers.get("content-length")
+        has_body = (declared not in (None, "0")) or "transfer-encoding" in headers
         received = 0
+        body_asked_for = False
         body_deadline = asyncio.get_running_loop().time() + self.body_timeout_seconds
         body_complete = False
 
         async def receive_limited() -> Message:
-            nonlocal received, body_complete
+            nonlocal received, body_complete, body_asked_for
+            body_asked_for = True
             if body_complete:
                 # Only a disconnect can come now, which a streamed answer waits for: no deadline.
                 return await receive()
@@ -192,8 +203,6 @@ class EdgeMiddleware:
             await response(scope, receive, send_with_id)
 
         try:
-            declared = headers.get("content-length")
-            has_body = (declared not in (None, "0")) or "transfer-encoding" in headers
             coding = first_unsupported_coding(content_encodings) if has_body else None
             charset = foreign_charset(headers.get("content-type", "")) if has_body else None
             if header_bytes > MAX_REQUEST_HEADER_BYTES:

@@ -1,11 +1,12 @@
-"""The route class whose request bodies keep their decimals (parsed by `core.json_codec`)."""
+"""The route class of the JSON API: its checks that need no body run before the body is read,
+and its request bodies keep their decimals (parsed by `core.json_codec`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Coroutine
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from fastapi import Request
 from fastapi.routing import APIRoute
@@ -48,13 +49,31 @@ class _DecimalRequest(Request):
         return self._json
 
 
+@runtime_checkable
+class CheckedBeforeBody(Protocol):
+    """A dependency that can decide from the request's head alone (a bearer token, a scope):
+    FastAPI reads a body before it resolves dependencies, so a caller without credentials would
+    otherwise hold a connection for as long as it takes to send (or stall) a body."""
+
+    async def before_body(self, request: Request) -> None: ...
+
+
+def is_checked_before_body(call: object) -> TypeGuard[CheckedBeforeBody]:
+    return isinstance(call, CheckedBeforeBody)
+
+
 class DecimalJSONRoute(APIRoute):
-    """An APIRoute whose request bodies keep their decimals (see module docstring)."""
+    """An APIRoute whose checks that need no body come first and whose request bodies keep
+    their decimals (see module docstring)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        calls = (dependency.call for dependency in self.dependant.dependencies)
+        checks = [call for call in calls if is_checked_before_body(call)]
 
         async def decimal_handler(request: Request) -> Response:
+            for check in checks:
+                await check.before_body(request)
             return await handler(_DecimalRequest(request.scope, request.receive))
 
         return decimal_handler

@@ -71,7 +71,18 @@ class RequireScope(SecurityBase):
             description="An access token from POST /oauth/v1/token (client credentials).",
         )
 
+    async def before_body(self, request: Request) -> None:
+        """The checks, made by the route before it reads the body (api/routing.py): a request
+        without a valid token is answered 401 at once, however long its body would take."""
+        request.state.principal = await self.checked_principal(request)
+
     async def __call__(self, request: Request) -> Principal:
+        principal = getattr(request.state, "principal", None)
+        if isinstance(principal, Principal):
+            return principal  # checked before the body
+        return await self.checked_principal(request)
+
+    async def checked_principal(self, request: Request) -> Principal:
         # Not a CallersDep: every authenticated request would pay a level of resolution for it.
         callers = made_at_start(request, "callers", Callers)
         principal = current_principal(request, callers)

@@ -9,20 +9,14 @@ import ipaddress
 import json
 import signal
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from tucano.cli.common import fail, prepare_database, safe_url, settings_or_fail
 from tucano.config import DEFAULT_PUBLIC_URL, ConfigurationError, Settings
 
-if TYPE_CHECKING:
-    from tucano.api.connections import ConnectionLimits
-
 processes_app = typer.Typer()
-
-# uvloop, accepting every waiting connection in one turn (api/listener.py); imported by uvicorn.
-EVENT_LOOP = "tucano.api.listener:new_event_loop"
 
 
 def check_can_listen(host: str, port: int) -> None:
@@ -73,7 +67,6 @@ def serve(
     import structlog
     import uvicorn
 
-    from tucano.api.connections import guarded_http_protocol
     from tucano.app import create_app
     from tucano.core.logs import configure_logging
     from tucano.runtime import raise_open_files_limit, size_resolver_threads, tune_garbage_collector
@@ -109,8 +102,10 @@ def serve(
         app,
         host=host,
         port=port,
-        http=guarded_http_protocol(connection_limits(settings, open_files)),
-        loop=EVENT_LOOP,
+        http="httptools",
+        loop="uvloop",
+        # Past it, uvicorn answers 503 to new requests: the descriptors left stay the worker's.
+        limit_concurrency=concurrency_limit(settings, open_files),
         log_config=None,
         access_log=False,
         server_header=False,
@@ -118,11 +113,9 @@ def serve(
     )
 
 
-def connection_limits(settings: Settings, open_files: int) -> ConnectionLimits:
-    """The settings' bounds, with the cap kept under the open-files limit: past that, accepting
-    fails for every client alike, and the worker's deliveries need descriptors too."""
-    from tucano.api.connections import ConnectionLimits
-
+def concurrency_limit(settings: Settings, open_files: int) -> int:
+    """`TUCANO_MAX_CONNECTIONS`, kept under the open-files limit: past that, accepting fails for
+    every client alike, and the worker's deliveries need descriptors too."""
     cap = settings.max_connections
     room = max(1, open_files // 2)
     if cap > room:
@@ -136,9 +129,7 @@ def connection_limits(settings: Settings, open_files: int) -> ConnectionLimits:
             hint="raise the open-files limit (ulimit -n, LimitNOFILE=) to allow more",
         )
         cap = room
-    return ConnectionLimits(
-        header_timeout_seconds=settings.header_timeout_seconds, max_connections=cap
-    )
+    return cap
 
 
 @processes_app.command("worker")
