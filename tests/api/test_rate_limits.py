@@ -51,12 +51,16 @@ async def test_separate_clients_do_not_share_a_budget() -> None:
     assert await limits.client_retry_after("client-b") is None
 
 
-async def test_token_budgets_per_address_and_per_client_id_are_apart() -> None:
+async def test_token_budgets_per_address_and_per_client_id_and_address_are_apart() -> None:
     limits = limits_of(token_rate_limit="3/second")
     assert (await answers(limits.token_address_retry_after, "203.0.113.5", 6))[-1] is not None
     assert await limits.token_address_retry_after("203.0.113.6") is None
-    assert await limits.token_client_retry_after("203.0.113.5") is None
-    assert (await answers(limits.token_client_retry_after, "tcl_x", 6))[-1] is not None
+    assert await limits.token_client_retry_after("tcl_x", "203.0.113.5") is None
+    for _ in range(6):
+        over = await limits.token_client_retry_after("tcl_x", "203.0.113.5")
+    assert over is not None
+    # The client_id alone is no budget: from another address it is counted apart.
+    assert await limits.token_client_retry_after("tcl_x", "203.0.113.6") is None
     assert await limits.client_retry_after("tcl_x") is None  # the API budget is another
 
 
@@ -87,9 +91,9 @@ async def test_processes_sharing_a_redis_share_the_count() -> None:
 async def test_another_prefix_is_another_count_in_the_same_redis() -> None:
     one, other = limits_of(token_rate_limit="1/second", **redis_settings()), None
     try:
-        assert (await answers(one.token_client_retry_after, "tcl_x", 3))[-1] is not None
+        assert (await answers(one.token_address_retry_after, "192.0.2.1", 3))[-1] is not None
         other = limits_of(token_rate_limit="1/second", **redis_settings())
-        assert await other.token_client_retry_after("tcl_x") is None
+        assert await other.token_address_retry_after("192.0.2.1") is None
     finally:
         await one.close()
         if other is not None:

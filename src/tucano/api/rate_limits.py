@@ -1,5 +1,5 @@
 """Request budgets (decisions.md, "Limits and abuse"): each API client's, and the token
-endpoint's per `client_id` and per source address.
+endpoint's per source address and per (`client_id`, source address).
 
 Counted by `limits` (the sliding-window counter: two counters per key, the previous window
 weighted by how much of it the sliding window still covers), in the process, or in Redis and so
@@ -96,9 +96,12 @@ class RateLimits:
         """Counts one token request from this address (TUCANO_TOKEN_RATE_LIMIT)."""
         return await self._hit(self.token_rate, "token-address", address_key(host))
 
-    async def token_client_retry_after(self, client_id: str) -> int | None:
-        """Counts one token request for this client_id, known or not (TUCANO_TOKEN_RATE_LIMIT)."""
-        return await self._hit(self.token_rate, "token-client", client_id)
+    async def token_client_retry_after(self, client_id: str, host: str) -> int | None:
+        """Counts one token request for this client_id, known or not, from this address
+        (TUCANO_TOKEN_RATE_LIMIT). Not for the client_id alone: anyone may know it, and wrong
+        secrets from one address must not keep the right one out from another."""
+        # The address first: a long client_id is what the key's cut shortens.
+        return await self._hit(self.token_rate, "token-client", f"{address_key(host)} {client_id}")
 
     async def close(self) -> None:
         if self._pool is not None:
