@@ -36,6 +36,8 @@ def test_defaults() -> None:
     # decisions.md, "Limits and abuse"; counted in the process.
     assert settings.rate_limit == "100/second"
     assert settings.token_rate_limit == "10/second"
+    assert settings.card_refusals_per_address == "10/hour"
+    assert settings.card_refusals_per_card == "5/hour"
     assert settings.redis_url is None
 
 
@@ -267,6 +269,8 @@ def test_a_bad_network_is_shown_with_what_is_wrong(
         ("TUCANO_RATE_LIMIT", "0/second"),
         ("TUCANO_RATE_LIMIT", "100/second;1000/hour"),
         ("TUCANO_TOKEN_RATE_LIMIT", "10/fortnight"),
+        ("TUCANO_CARD_REFUSALS_PER_ADDRESS", "0/hour"),
+        ("TUCANO_CARD_REFUSALS_PER_CARD", "5/hour,50/day"),
         ("TUCANO_REDIS_URL", "http://127.0.0.1:6379"),
         ("TUCANO_REDIS_KEY_PREFIX", "a prefix with spaces"),
     ],

@@ -18,6 +18,7 @@ from tucano.auth.deps import Callers
 from tucano.auth.router import router as auth_router
 from tucano.auth.service import RevokedClients, resolve_secret_key
 from tucano.auth.tokens import derive_key
+from tucano.checkout.card_budgets import KEY_PURPOSE as CARD_BUDGET_KEY_PURPOSE
 from tucano.checkout.card_processor import CardProcessorError, load_card_processor
 from tucano.checkout.csrf import KEY_PURPOSE as CSRF_KEY_PURPOSE
 from tucano.checkout.deps import Checkouts
@@ -74,6 +75,8 @@ def create_app(
         checkout_key = derive_key(secret_key, CHECKOUT_KEY_PURPOSE)
         app.state.payment_links = PaymentLinks.of(settings, db, checkout_key)
         app.state.webhook_secret_store = WebhookSecretStore.of(secret_key, settings)
+        # Here, not in create_app: a Redis client belongs to the event loop that serves.
+        rate_limits = RateLimits(settings)
         # Checkout tokens in links payers hold outlive a change of key; access tokens do not.
         app.state.checkouts = Checkouts.of(
             settings,
@@ -87,9 +90,9 @@ def create_app(
                 ),
             ],
             card_processor=card_processor,
+            rate_limits=rate_limits,
+            card_budget_key=derive_key(secret_key, CARD_BUDGET_KEY_PURPOSE),
         )
-        # Here, not in create_app: a Redis client belongs to the event loop that serves.
-        rate_limits = RateLimits(settings)
         revoked = RevokedClients()
         app.state.callers = Callers(
             access_token_key=derive_key(secret_key, "access-token"),

@@ -118,6 +118,10 @@ class Settings(BaseSettings):
     # 6000/minute, 10 per second. Counted in the process unless redis_url names a shared Redis.
     rate_limit: str = "100/second"
     token_rate_limit: str = "10/second"  # noqa: S105 (a rate, not a secret)
+    # Card testing across links: refused card attempts per source address, and per card number
+    # (whatever the link), before the processor is asked again.
+    card_refusals_per_address: str = "10/hour"
+    card_refusals_per_card: str = "5/hour"
     redis_url: SecretStr | None = None
     # Every key the limits write in Redis starts with it: environments can share one Redis.
     redis_key_prefix: str = Field(default="tucano", min_length=1, pattern=r"^[\w.:-]+$")
@@ -201,7 +205,9 @@ class Settings(BaseSettings):
             raise ValueError("must be longer than zero")
         return period
 
-    @field_validator("rate_limit", "token_rate_limit")
+    @field_validator(
+        "rate_limit", "token_rate_limit", "card_refusals_per_address", "card_refusals_per_card"
+    )
     @classmethod
     def _one_rate(cls, value: str) -> str:
         problem = "must be one rate such as 100/second, 6000/minute or 10 per second"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from limits import parse
 from structlog.testing import capture_logs
 
@@ -51,13 +52,43 @@ async def test_separate_clients_do_not_share_a_budget() -> None:
     assert await limits.client_retry_after("client-b") is None
 
 
-async def test_token_budgets_per_address_and_per_client_id_are_apart() -> None:
+async def test_token_budgets_per_address_and_per_client_id_and_address_are_apart() -> None:
     limits = limits_of(token_rate_limit="3/second")
     assert (await answers(limits.token_address_retry_after, "203.0.113.5", 6))[-1] is not None
     assert await limits.token_address_retry_after("203.0.113.6") is None
-    assert await limits.token_client_retry_after("203.0.113.5") is None
-    assert (await answers(limits.token_client_retry_after, "tcl_x", 6))[-1] is not None
+    assert await limits.token_client_retry_after("tcl_x", "203.0.113.5") is None
+    for _ in range(6):
+        over = await limits.token_client_retry_after("tcl_x", "203.0.113.5")
+    assert over is not None
+    # The client_id alone is no budget: from another address it is counted apart.
+    assert await limits.token_client_retry_after("tcl_x", "203.0.113.6") is None
     assert await limits.client_retry_after("tcl_x") is None  # the API budget is another
+
+
+@pytest.mark.parametrize("storage", ["process", "redis"])
+async def test_a_card_attempt_takes_its_place_first_and_gives_it_back_unless_refused(
+    storage: str,
+) -> None:
+    shared = redis_settings() if storage == "redis" else {}
+    limits = limits_of(
+        card_refusals_per_address="3/hour", card_refusals_per_card="2/hour", **shared
+    )
+    try:
+        for _ in range(5):  # attempts that were not refused, given back each time
+            assert await limits.reserve_card_attempt("192.0.2.1", "card-a") is None
+            await limits.release_card_attempt("192.0.2.1", "card-a")
+        for _ in range(2):  # refused: kept
+            assert await limits.reserve_card_attempt("192.0.2.1", "card-a") is None
+        spent = await limits.reserve_card_attempt("192.0.2.1", "card-a")
+        assert spent is not None and spent.budget == "card"
+        assert 1 <= spent.retry_after <= 3600
+        # The address's place that the spent card took is given back: one left, for another card.
+        assert await limits.reserve_card_attempt("192.0.2.1", "card-b") is None
+        spent = await limits.reserve_card_attempt("192.0.2.1", "card-c")
+        assert spent is not None and spent.budget == "address"
+        assert await limits.reserve_card_attempt("192.0.2.2", "card-c") is None
+    finally:
+        await limits.close()
 
 
 def test_an_ipv6_host_counts_as_its_64_and_a_mapped_ipv4_as_itself() -> None:
@@ -87,9 +118,9 @@ async def test_processes_sharing_a_redis_share_the_count() -> None:
 async def test_another_prefix_is_another_count_in_the_same_redis() -> None:
     one, other = limits_of(token_rate_limit="1/second", **redis_settings()), None
     try:
-        assert (await answers(one.token_client_retry_after, "tcl_x", 3))[-1] is not None
+        assert (await answers(one.token_address_retry_after, "192.0.2.1", 3))[-1] is not None
         other = limits_of(token_rate_limit="1/second", **redis_settings())
-        assert await other.token_client_retry_after("tcl_x") is None
+        assert await other.token_address_retry_after("192.0.2.1") is None
     finally:
         await one.close()
         if other is not None:

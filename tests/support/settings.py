@@ -27,7 +27,13 @@ REDIS_URL = os.environ.get("TUCANO_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 # The suite's own servers make many requests per client and fetch many tokens from 127.0.0.1:
 # rate-limit tests set the limits they test; the defaults are tested in tests/test_config.py.
-UNLIMITED = {"rate_limit": "1000000/second", "token_rate_limit": "1000000/second"}
+# The same declined test cards are refused on many links, from 127.0.0.1, all session long.
+UNLIMITED = {
+    "rate_limit": "1000000/second",
+    "token_rate_limit": "1000000/second",
+    "card_refusals_per_address": "1000000/hour",
+    "card_refusals_per_card": "1000000/hour",
+}
 
 
 def make_settings(database_url: str, **overrides: Any) -> Settings:

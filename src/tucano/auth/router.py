@@ -85,8 +85,8 @@ def _basic_credentials(header: str) -> tuple[str, str] | None:
         413: {"model": OAuthError, "description": "Body larger than 1 MiB."},
         429: {
             "model": OAuthError,
-            "description": "Too many token requests from this address or for this client_id "
-            "(TUCANO_TOKEN_RATE_LIMIT); retry after `Retry-After` seconds.",
+            "description": "Too many token requests from this address, or for this client_id "
+            "from this address (TUCANO_TOKEN_RATE_LIMIT); retry after `Retry-After` seconds.",
         },
     },
     openapi_extra={"requestBody": TOKEN_REQUEST_BODY},
@@ -165,9 +165,9 @@ async def issue_token(
             "invalid_client", "client authentication is required: client_id and client_secret"
         )
 
-    retry_after = await limits.token_client_retry_after(client_id)
+    retry_after = await limits.token_client_retry_after(client_id, host)
     if retry_after is not None:
-        return _too_many("for this client_id", retry_after)
+        return _too_many("for this client_id from this address", retry_after)
     # Opened only now: a request refused above (a guesser over its budget) costs no database work.
     async with database.read_session() as session:
         client = await authenticate_client(

@@ -10,6 +10,8 @@ from typing import Annotated
 from fastapi import Depends
 
 from tucano.api.deps import provided
+from tucano.api.rate_limits import RateLimits
+from tucano.checkout.card_budgets import CardBudgets
 from tucano.checkout.card_processor import CardProcessor
 from tucano.checkout.rendering import Site
 from tucano.config import Settings
@@ -23,6 +25,7 @@ class Checkouts:
     keys: Sequence[bytes]  # that open checkout tokens: the current one, then earlier ones
     card_processor: CardProcessor | None
     card_timeout_seconds: float
+    card_budgets: CardBudgets  # refused card attempts per address and per card, across links
 
     @classmethod
     def of(
@@ -33,6 +36,8 @@ class Checkouts:
         csrf_key: bytes,
         keys: Sequence[bytes],
         card_processor: CardProcessor | None,
+        rate_limits: RateLimits,
+        card_budget_key: bytes,
     ) -> Checkouts:
         return cls(
             site=Site(
@@ -44,6 +49,7 @@ class Checkouts:
             keys=keys,
             card_processor=card_processor,
             card_timeout_seconds=settings.card_processor_timeout_seconds,
+            card_budgets=CardBudgets(rate_limits, card_budget_key),
         )
 
 

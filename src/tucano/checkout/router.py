@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from tucano.api.rate_limits import CardAttemptsSpent
 from tucano.api.wire import json_response, parse_uuid
 from tucano.brazil.pix import SANDBOX_ISPB, new_end_to_end_id
 from tucano.checkout import card_payments
 from tucano.checkout import service as checkouts
+from tucano.checkout.card_budgets import pay_within_budgets
 from tucano.checkout.card_payments import (
     LOCK_AFTER_REFUSALS,
     CardInProgress,
@@ -245,8 +248,10 @@ async def checkout_status(
     summary="Pay the link by card (the checkout page's form)",
     description="The card form of the checkout page. 303 to the page once paid; a refusal is "
     "the page again (402) saying why in its `role=alert` element, and the link stays CREATED. "
-    "After 5 refusals card payment of the link is locked for 15 minutes (429). Never stores, "
-    "logs or repeats the card number or security code.",
+    "After 5 refusals card payment of the link is locked for 15 minutes (429); across links, "
+    "an address gets TUCANO_CARD_REFUSALS_PER_ADDRESS refusals (10 an hour) and a card "
+    "TUCANO_CARD_REFUSALS_PER_CARD (5 an hour), then a 429 without the processor being asked. "
+    "Never stores, logs or repeats the card number or security code.",
     response_class=HTMLResponse,
     openapi_extra=CARD_BODY,
     responses={
@@ -258,7 +263,10 @@ async def checkout_status(
         409: _error("Another card payment of this link is in progress."),
         410: _EXPIRED,
         415: _NOT_A_FORM,
-        429: _error("Card payment of this link is locked after 5 refusals; see Retry-After."),
+        429: _error(
+            "Card payment of this link is locked after 5 refusals, or this address or card had "
+            "too many refusals across links; see Retry-After."
+        ),
     },
 )
 async def pay_by_card(
@@ -305,13 +313,19 @@ async def pay_by_card(
             form=kept,
             errors=[f"{name} is invalid" for name in kept.problems],
         )
-    outcome = await card_payments.pay_by_card(
-        ctx.database,
-        link_id=checkout.link.id,
+    outcome = await pay_within_budgets(
+        ctx.card_budgets,
+        host=request.client.host if request.client else "",
         card=card,
-        installments=kept.installments,
-        processor=processor,
-        timeout_seconds=ctx.card_timeout_seconds,
+        pay=partial(
+            card_payments.pay_by_card,
+            ctx.database,
+            link_id=checkout.link.id,
+            card=card,
+            installments=kept.installments,
+            processor=processor,
+            timeout_seconds=ctx.card_timeout_seconds,
+        ),
     )
     match outcome:
         case CardPaid() | LinkNotPayable(status="PAID"):
@@ -344,6 +358,20 @@ async def pay_by_card(
                 ErrorCode.CARD_PAYMENT_LOCKED,
                 t["card_locked"].format(hour=hour(until)),
                 errors=[_locked_line(until)],
+                retry_after=until,
+            )
+        case CardAttemptsSpent(budget=budget, retry_after=seconds):
+            until = clock.now() + timedelta(seconds=seconds)
+            whence = "from this address" if budget == "address" else "with this card"
+            return refused(
+                request,
+                site,
+                checkout,
+                token,
+                ErrorCode.RATE_LIMITED,
+                t[f"card_attempts_{budget}"].format(hour=hour(until)),
+                form=kept,
+                errors=[f"too many refused card attempts {whence}; see Retry-After"],
                 retry_after=until,
             )
         case CardInProgress():

@@ -119,6 +119,12 @@ PT: Mapping[str, str] = {
     "depois das {hour} (horário de Brasília) ou pague com PIX.",
     "card_in_progress": "Um pagamento com cartão deste link já está em andamento. Aguarde e "
     "atualize a página.",
+    "card_attempts_address": "Muitos pagamentos com cartão foram recusados a partir desta "
+    "conexão na última hora. Por segurança, tente de novo depois das {hour} (horário de "
+    "Brasília) ou pague com Pix.",
+    "card_attempts_card": "Este cartão foi recusado muitas vezes na última hora. Por segurança, "
+    "ele só pode ser usado de novo depois das {hour} (horário de Brasília). Use outro cartão ou "
+    "pague com Pix.",
     "no_methods": "Nenhuma forma de pagamento está disponível para este link agora. Fale com "
     "quem lhe enviou o link.",
     "receipt_heading": "Pagamento aprovado",
@@ -213,6 +219,11 @@ EN: Mapping[str, str] = {
     "(Brasília time) or pay with PIX.",
     "card_in_progress": "A card payment of this link is already in progress. Wait a moment and "
     "refresh the page.",
+    "card_attempts_address": "Too many card payments from this connection were declined in the "
+    "last hour. For your security, try again after {hour} (Brasília time) or pay with Pix.",
+    "card_attempts_card": "This card was declined too many times in the last hour. For your "
+    "security, it can be used again after {hour} (Brasília time). Use another card or pay with "
+    "Pix.",
     "no_methods": "No payment method is available for this link right now. Contact whoever "
     "sent you the link.",
     "receipt_heading": "Payment approved",
