@@ -513,6 +513,32 @@ def test_customers_set_refuses_what_the_checkout_cannot_use(
     assert missing.returncode != 0 and "no merchant profile" in missing.stderr
 
 
+def test_customers_set_refuses_keys_the_directory_cannot_hold_and_names_that_hide_things(
+    tmp_path: Path,
+) -> None:
+    run_tucano("migrate", cwd=tmp_path)
+    given = {"--merchant-name": "Loja", "--merchant-city": "Rio"}
+    for option, value, says in [
+        ("--pix-key", "a%b@example.com", "--pix-key: a Pix key must be"),
+        ("--pix-key", "user@-example.com", "this e-mail address is not one"),
+        ("--pix-key", "+551133334444", "a phone key is a mobile number"),
+        ("--merchant-name", "Loja\u202eanuaP", "--merchant-name: must not hold invisible"),
+        ("--merchant-city", "\u200b", "--merchant-city: must not hold invisible"),
+        ("--merchant-name", "Loja 4111|1111|1111|1111", "--merchant-name: has a card number"),
+    ]:
+        options = [part for pair in (given | {option: value}).items() for part in pair]
+        result = run_tucano("customers", "set", "--customer-id", "1", *options, cwd=tmp_path)
+        assert result.returncode == 2 and says in result.stderr, (value, result.stderr)
+    missing = run_tucano("customers", "show", "--customer-id", "1", cwd=tmp_path)
+    assert missing.returncode != 0 and "no merchant profile" in missing.stderr
+    kept = run_tucano(
+        "customers", "set", "--customer-id", "1", "--merchant-name", "João Ávila Ltda",
+        "--merchant-city", "São Paulo", "--pix-key", "Joao.Avila+pix@loja-1.com.br", cwd=tmp_path,
+    )  # fmt: skip
+    assert kept.returncode == 0, kept.stderr
+    assert json.loads(kept.stdout)["pixKey"] == "joao.avila+pix@loja-1.com.br"
+
+
 def test_version_and_help_read_plainly() -> None:
     version = run_tucano("--version", cwd=Path.cwd())
     assert version.returncode == 0 and version.stdout.strip() == f"tucano {tucano.__version__}"

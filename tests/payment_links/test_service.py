@@ -235,6 +235,80 @@ async def test_text_fields_refuse_card_numbers_without_echoing_them(
     assert card not in response.text and digits not in response.text
 
 
+# As an outside test hid them (issue 36): zero-width spaces, `/`, `,`, `|`, double spaces,
+# Arabic-Indic digits; and digits one by one, a 13-digit Visa, Devanagari digits and bars.
+HIDDEN_CARDS = [
+    "4111\u200b1111\u200b1111\u200b1111",
+    "4111/1111/1111/1111",
+    "4111,1111,1111,1111",
+    "4111|1111|1111|1111",
+    "4111  1111  1111  1111",
+    "\u0664\u0661\u0661\u0661" + "\u0661" * 12,
+    "5 5 0 0 0 0 0 0 0 0 0 0 0 0 0 4",
+    "4222222222222",
+    "\u096a\u0967\u0967\u0967 | \u0967\u0967\u0967\u0967 | 1111 | 1111",
+]
+
+
+@pytest.mark.parametrize("field", TEXT_FIELDS)
+@pytest.mark.parametrize("card", HIDDEN_CARDS)
+async def test_text_fields_refuse_card_numbers_however_they_are_written(
+    merchant: Merchant, field: str, card: str
+) -> None:
+    response = await post_link(merchant, new_link(**{field: f"cartão {card} ok"}))
+    error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+    assert error["errors"] == [
+        f"{field} has a card number, which no payment link may carry (name a card by its "
+        "brand and last four digits)"
+    ]
+    assert card not in response.text
+
+
+INVISIBLE = [
+    "\u200b",  # zero-width space
+    "\u200d",  # zero-width joiner
+    "\u2060",  # word joiner
+    "\u202e",  # right-to-left override
+    "\u2066",  # left-to-right isolate
+    "\u200f",  # right-to-left mark
+    "\ufeff",  # byte order mark
+    "\u00ad",  # soft hyphen
+    "\U000e0041",  # tag letter A
+]
+
+
+@pytest.mark.parametrize("field", TEXT_FIELDS)
+@pytest.mark.parametrize("character", INVISIBLE)
+async def test_text_fields_refuse_invisible_formatting_characters(
+    merchant: Merchant, field: str, character: str
+) -> None:
+    for written in (character * 3, f"Maria{character}da Silva", f"{character}avliS ad airaM"):
+        response = await post_link(merchant, new_link(**{field: written}))
+        error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+        assert error["errors"] == [
+            f"{field} must not hold invisible formatting characters (a zero-width space, a "
+            "direction mark or override, a soft hyphen, ...)"
+        ]
+
+
+@pytest.mark.parametrize("field", TEXT_FIELDS)
+@pytest.mark.parametrize("text", ["\u0301\u0301", " \u20dd ", "\u3164", "\u3164 \u3164", "\u2800"])
+async def test_text_fields_refuse_text_that_shows_nothing(
+    merchant: Merchant, field: str, text: str
+) -> None:
+    response = await post_link(merchant, new_link(**{field: text}))
+    error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+    assert error["errors"] == [
+        f"{field} must have a character one can see (spaces and combining marks alone show nothing)"
+    ]
+
+
+async def test_names_of_people_in_any_script_are_kept(merchant: Merchant) -> None:
+    for name in ("João Ávila", "Zoë Ñúñez", "李小龍", "Nguyễn Thị Minh Khai", "محمد علي", "Ана"):
+        link = await create(merchant, payerName=name, description=f"Pedido de {name}")
+        assert link["payerName"] == name and link["description"] == f"Pedido de {name}"
+
+
 async def test_text_fields_keep_letters_of_any_script_and_spaces(merchant: Merchant) -> None:
     link = await create(
         merchant,

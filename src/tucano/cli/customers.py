@@ -47,8 +47,8 @@ def set_customer_command(
         typer.Option(
             "--pix-key",
             metavar="KEY",
-            help="The Pix key payments go to: a CPF, CNPJ, +55 phone, e-mail or random key. "
-            "Without one, production offers no PIX. Left out: the stored key is kept.",
+            help="The Pix key payments go to: a CPF, CNPJ, +55 mobile number, e-mail or random "
+            "key. Without one, production offers no PIX. Left out: the stored key is kept.",
         ),
     ] = None,
     clear_pix_key: Annotated[

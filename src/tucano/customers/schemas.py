@@ -9,13 +9,22 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from tucano.brazil.brcode import MERCHANT_CITY_MAX, MERCHANT_NAME_MAX, br_code_text
 from tucano.brazil.pix_keys import parse_pix_key
+from tucano.core.card_numbers import holds_a_card_number
+from tucano.core.plain_text import BLANK, FORMAT_CHARACTERS, has_format_characters, shows_nothing
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def _single_line_text(value: str) -> str:
+    """One line a payer reads on the checkout: nothing that hides or fakes what it shows."""
     if _CONTROL.search(value):
         raise ValueError("must not contain control characters (a line break, a tab)")
+    if holds_a_card_number(value):
+        raise ValueError("has a card number, which a checkout must not show")
+    if has_format_characters(value):
+        raise ValueError(FORMAT_CHARACTERS)
+    if value.strip() and shows_nothing(value):
+        raise ValueError(BLANK)
     return " ".join(value.split())
 
 

@@ -8,12 +8,20 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Annotated, Any, NamedTuple, Protocol
 
-from pydantic import BeforeValidator, Field, StrictInt, StringConstraints, field_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    StrictInt,
+    StringConstraints,
+    field_validator,
+)
 
 from tucano.api.wire import ApiModel, UtcTimestamp
 from tucano.brazil.documents import parse_registration_number
 from tucano.core.card_numbers import holds_a_card_number
 from tucano.core.money import Money, MoneyOut, from_cents
+from tucano.core.plain_text import BLANK, FORMAT_CHARACTERS, has_format_characters, shows_nothing
 from tucano.payment_links.checkout_tokens import issue_checkout_token
 from tucano.payment_links.domain import (
     MAX_INSTALLMENTS,
@@ -28,8 +36,8 @@ _LINE_SEPARATORS = frozenset("\u2028\u2029")
 
 
 def _plain_text(value: object) -> object:
-    """A text field of a link: one line of what people write, and no card number (a link's
-    text is stored, shown and exported as it is)."""
+    """A text field of a link: one line of what people write, nothing that hides or fakes what
+    it shows, and no card number (a link's text is stored, shown and exported as it is)."""
     if not isinstance(value, str):
         return value
     if any(c in _LINE_SEPARATORS or unicodedata.category(c) == "Cc" for c in value):
@@ -39,12 +47,23 @@ def _plain_text(value: object) -> object:
             "has a card number, which no payment link may carry (name a card by its brand "
             "and last four digits)"
         )
+    if has_format_characters(value):
+        raise ValueError(FORMAT_CHARACTERS)
     return value
 
 
+def _visible(value: str) -> str:
+    if shows_nothing(value):
+        raise ValueError(BLANK)
+    return value
+
+
+# The checks on the text as sent (before a name is trimmed), then, once trimmed and measured,
+# that something is left to see.
 PlainText = BeforeValidator(_plain_text)
+Visible = AfterValidator(_visible)
 PayerName = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100), PlainText
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100), PlainText, Visible
 ]
 Days = Annotated[StrictInt, Field(ge=1, le=10)]
 Installments = Annotated[StrictInt, Field(ge=1, le=MAX_INSTALLMENTS)]
@@ -52,8 +71,9 @@ Installments = Annotated[StrictInt, Field(ge=1, le=MAX_INSTALLMENTS)]
 
 class PaymentLinkCreate(ApiModel):
     payer_name: PayerName = Field(
-        description="1 to 100 characters; no control characters or card numbers (as in "
-        "description and userReference)."
+        description="1 to 100 characters; no control characters, invisible formatting "
+        "characters (Unicode Cf) or card numbers, and something to see (as in description and "
+        "userReference)."
     )
     registration_number: str = Field(
         description="The payer's CPF or CNPJ (the alphanumeric CNPJ included); punctuation is "
@@ -65,9 +85,9 @@ class PaymentLinkCreate(ApiModel):
         description="Most card instalments offered, 1 to 10."
     )
     expiration_days: Days = Field(description="Validity in days, 1 to 10.")
-    description: Annotated[str, StringConstraints(max_length=140), PlainText] | None = None
-    user_reference: Annotated[str, StringConstraints(max_length=77), PlainText] | None = Field(
-        default=None, description="Your own reference, for tracking and filtering."
+    description: Annotated[str, StringConstraints(max_length=140), PlainText, Visible] | None = None
+    user_reference: Annotated[str, StringConstraints(max_length=77), PlainText, Visible] | None = (
+        Field(default=None, description="Your own reference, for tracking and filtering.")
     )
 
     @field_validator("registration_number", mode="before")
