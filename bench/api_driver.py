@@ -27,6 +27,7 @@ from starlette.responses import Response
 
 from bench import api_driver_sql as sql
 from bench.api_data import sqlite_path
+from tucano.brazil.brasilia_time import brasilia_date, brasilia_day_of_text
 
 POOL_SIZE = 10  # Tucano's (db.database.Database)
 
@@ -113,6 +114,10 @@ class Sqlite:
         for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
             await self.connection.execute(f"PRAGMA {pragma}")
         await self.connection.execute("PRAGMA busy_timeout=10000")
+        # Tucano registers it too (db.engines): SQLite has no time-zone database.
+        await self.connection.create_function(
+            "brasilia_day", 1, brasilia_day_of_text, deterministic=True
+        )
 
     async def close(self) -> None:
         await self.connection.close()
@@ -216,7 +221,7 @@ def driver_app() -> FastAPI:
             "fingerprint": hashlib.sha256(body).hexdigest(),
             "response": answer.decode(),
             "window_start": link["created_at"] - timedelta(hours=24),
-            "day": link["created_at"].date(),
+            "day": brasilia_date(link["created_at"]),
         }
         stored = await database.create(values)
         return Response(stored or answer, media_type="application/json")

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime, time, timedelta
 
+from tucano.brazil.brasilia_time import brasilia_date, brasilia_midnight
+
 PAYMENT_VIEW = """p.method, p.payment_id, p.payment_receipt, p.paid_at, p.installments,
     p.amount_cents AS payment_amount_cents"""
 
@@ -28,17 +30,18 @@ SELECT id, customer_id, partner_id, target_url, event_type, is_active, secret, p
 def list_page(dialect: str) -> str:
     """A page of 20 of the customer's links in [start, end], newest first, with how many match
     in the same statement: whole days from the day totals and their unfolded changes, the
-    CREATED links of groups that expire today and the part-days at the ends link by link."""
+    CREATED links of groups that expire today and the part-days at the ends link by link. Days
+    are Brasília's (on SQLite through the brasilia_day function the driver registers)."""
     if dialect == "postgresql":
-        day = "date(timezone('UTC', l.created_at))"
+        day = "date(timezone('America/Sao_Paulo', l.created_at))"
 
-        def expiry(t: str) -> str:
-            return f"{t}.day + {t}.expiration_days"
+        def expiry(t: str, day: str = "") -> str:
+            return f"{day or t + '.day'} + {t}.expiration_days"
     else:
-        day = "date(l.created_at)"
+        day = "brasilia_day(l.created_at)"
 
-        def expiry(t: str) -> str:
-            return f"date({t}.day, printf('+%d days', {t}.expiration_days))"
+        def expiry(t: str, day: str = "") -> str:
+            return f"date({day or t + '.day'}, printf('+%d days', {t}.expiration_days))"
 
     status = """CASE WHEN l.status = 'PAID' THEN 'PAID' WHEN l.expires_at <= :now THEN 'EXPIRED'
         ELSE 'CREATED' END"""
@@ -57,6 +60,7 @@ def list_page(dialect: str) -> str:
          WHERE l.customer_id = :customer AND l.created_at >= :created_from
            AND l.created_at < :created_to AND l.status = 'CREATED'
            AND l.expires_at >= :today_from AND l.expires_at < :today_to
+           AND {expiry("l", day)} >= :today AND {expiry("l", day)} <= :today
          GROUP BY {day}, {status}"""  # noqa: S608
     ends = [
         f"""SELECT {day} AS day, {status} AS status, coalesce(p.method, 0) AS method,
@@ -82,20 +86,21 @@ SELECT l.*, {PAYMENT_VIEW},
 
 def list_values(start_day: date, end_day: date, now: datetime) -> dict[str, date | datetime]:
     """The list's parameters for startDate and endDate given as dates (the whole days, to the
-    millisecond, as Tucano reads them; see totals.full_days)."""
-
-    def midnight(day: date) -> datetime:
-        return datetime.combine(day, time(0), tzinfo=UTC)
-
-    today = now.date()
-    first, last = start_day, end_day + timedelta(1)
+    millisecond, as Tucano reads them: UTC days, and within them the whole Brasília days; see
+    filters.full_days). `now` on a day that lasts 24 hours, as every day since 2019."""
+    midnight = brasilia_midnight
+    today = brasilia_date(now)
+    start = datetime.combine(start_day, time(0), tzinfo=UTC)
+    end = datetime.combine(end_day + timedelta(1), time(0), tzinfo=UTC) - timedelta(milliseconds=1)
+    first = brasilia_date(start) + timedelta(0 if start == midnight(brasilia_date(start)) else 1)
+    last = brasilia_date(end + timedelta(milliseconds=1))
     return {
         "now": now,
         "today": today,
         "first": first,
         "last": last,
-        "start": midnight(start_day),
-        "end": midnight(last) - timedelta(milliseconds=1),
+        "start": start,
+        "end": end,
         "first_from": midnight(first),
         "last_from": midnight(last),
         "created_from": midnight(max(first, today - timedelta(10))),

@@ -1,5 +1,5 @@
 """The payer's checkout in a real browser (Debian's Chromium), as a payer on a phone meets it:
-paying by card in instalments and by PIX, refusals, an expired link, an altered address, the
+paying by card in instalments and by Pix, refusals, an expired link, an altered address, the
 page without JavaScript, in English, by keyboard alone; axe-core finds nothing serious."""
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ async def test_pix_paid_while_the_page_is_open_turns_it_into_the_receipt_without
     # The QR, read from the pixels as a bank app would, is exactly the copy-and-paste code.
     assert await decoded_qr(page.locator("[data-qr] svg")) == [code]
     await page.get_by_role("button", name="Copiar código PIX").click()
-    await expect(page.get_by_role("status")).to_have_text("Código PIX copiado.")
+    await expect(page.get_by_role("status")).to_have_text("Código Pix copiado.")
     assert await page.evaluate("navigator.clipboard.readText()") == code
     await assert_accessible(page)
     await snap(page, "pix-open")
@@ -141,7 +141,7 @@ async def test_pix_paid_while_the_page_is_open_turns_it_into_the_receipt_without
         timeout=15_000
     )
     assert await page.evaluate("window.stillTheSamePage === true")  # no navigation happened
-    await expect(page.locator("[data-receipt]")).to_contain_text("PIX")
+    await expect(page.locator("[data-receipt]")).to_contain_text("Pix")
     await expect(page.locator("[data-pix-code]")).to_have_count(0)
     await assert_accessible(page)
     await snap(page, "pix-receipt")
@@ -205,7 +205,7 @@ async def test_a_browser_that_prefers_english_gets_the_page_in_english(
 ) -> None:
     link = await create(await shop.merchant(), amount=Decimal("1234.50"), numbersInstallments=2)
     await page.goto(address(shop, link))
-    await expect(page.get_by_role("heading", name="Pay with PIX")).to_be_visible()
+    await expect(page.get_by_role("heading", name="Pay with Pix")).to_be_visible()
     await expect(page.get_by_label("Card number")).to_be_visible()
     await expect(page.get_by_label("Installments")).to_contain_text("2x of R$ 617.25")
     assert await page.get_attribute("html", "lang") == "en"

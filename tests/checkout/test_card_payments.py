@@ -75,7 +75,10 @@ async def test_an_approved_card_in_three_installments_pays_the_link_and_shows_th
     receipt = await payer.page()
     assert "Pagamento aprovado" in receipt and 'data-status="PAID"' in receipt
     assert "Cartão de crédito Visa final 4242" in receipt
-    assert "3x: 1x de R$ 33,34 e 2x de R$ 33,33" in receipt
+    assert (
+        '3x: 1ª de <span class="money">R$ 33,34</span> e 2x de <span class="money">R$ 33,33</span>'
+        in receipt
+    )
     assert "<form" not in receipt and "onfirme o código antes de pagar" not in receipt
     paid = await details(merchant, link)
     assert paid["status"] == {"code": 2, "description": "PAID"}

@@ -3,6 +3,7 @@ codes, expiry; and a card's repr never shows its number or code."""
 
 from __future__ import annotations
 
+import json
 from datetime import date
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tucano.checkout.cards import (
+    BRAND_RANGES,
     CardBrand,
     CardDetails,
     CardProblem,
@@ -17,6 +19,8 @@ from tucano.checkout.cards import (
     passes_luhn,
     read_card,
 )
+from tucano.checkout.page import brand_table
+from tucano.checkout.texts import EN, PT
 
 TODAY = date(2026, 12, 1)
 
@@ -123,7 +127,9 @@ def test_a_cards_repr_shows_only_its_brand_and_last_four() -> None:
         ({"card_expiry": "13/30"}, "card_expiry", CardProblem.EXPIRY_INVALID),
         ({"card_expiry": "00/30"}, "card_expiry", CardProblem.EXPIRY_INVALID),
         ({"card_expiry": "11/26"}, "card_expiry", CardProblem.EXPIRY_PAST),
-        ({"card_expiry": "12/2080"}, "card_expiry", CardProblem.EXPIRY_INVALID),
+        # Too far ahead is said as such, not as a wrong format (issue 36).
+        ({"card_expiry": "12/2080"}, "card_expiry", CardProblem.EXPIRY_TOO_FAR),
+        ({"card_expiry": "01/99"}, "card_expiry", CardProblem.EXPIRY_TOO_FAR),
         ({"card_expiry": "soon"}, "card_expiry", CardProblem.EXPIRY_INVALID),
         ({"card_security_code": "12"}, "card_security_code", CardProblem.SECURITY_CODE_INVALID),
         ({"card_security_code": "1234"}, "card_security_code", CardProblem.SECURITY_CODE_INVALID),
@@ -158,3 +164,22 @@ def test_a_card_is_valid_through_the_last_day_of_its_month() -> None:
     assert read_card(form(card_expiry="12/26"), today=date(2027, 1, 1)) == {
         "card_expiry": CardProblem.EXPIRY_PAST
     }
+
+
+def test_an_expiry_twenty_years_ahead_is_taken_and_more_is_told_too_far() -> None:
+    assert isinstance(read_card(form(card_expiry="12/2046"), today=TODAY), CardDetails)
+    assert read_card(form(card_expiry="01/2047"), today=TODAY) == {
+        "card_expiry": CardProblem.EXPIRY_TOO_FAR
+    }
+    assert "20 anos" in PT["expiry_too_far"] and "20 years" in EN["expiry_too_far"]
+
+
+def test_the_page_carries_the_servers_own_brand_table_for_its_script() -> None:
+    # The script once had a table of its own that named 506779 Elo; the server does not.
+    table = json.loads(brand_table())
+    assert table == [
+        [brand.value, [list(span) for span in ranges], 4 if brand is CardBrand.AMEX else 3]
+        for brand, ranges in BRAND_RANGES
+    ]
+    assert card_brand("5067790000000000") is None
+    assert card_brand("5067780000000000") is CardBrand.ELO

@@ -193,17 +193,48 @@ async def test_the_checkout_offers_no_instalment_under_a_cent(
 ) -> None:
     # (Fuzz audit: "3x de R$ 0,00" was offered for a link of R$ 0,01.)
     link = await create(merchant, amount=Decimal("0.03"), numbersInstallments=10)
-    assert len(link["installmentsOptions"]) == 10  # the API lists them all, as the spec says
+    # Nor does the API offer them (decisions.md, issue 36).
+    assert link["installmentsOptions"] == [
+        {"numberInstallments": 1, "amountInstallment": 0.03},
+        {"numberInstallments": 2, "amountInstallment": 0.02},
+        {"numberInstallments": 3, "amountInstallment": 0.01},
+    ]
     text = (await open_page(service, checkout_path(link), **BROWSER)).text
-    offered = re.findall(r'<option value="\d+"[^>]*>(\d+)x de (R\$ [0-9,.]+)</option>', text)
-    assert offered == [("1", "R$ 0,03"), ("2", "R$ 0,02"), ("3", "R$ 0,01")]
+    offered = re.findall(r'<option value="(\d+)"[^>]*>([^<]*)</option>', text)
+    assert offered == [
+        ("1", "1x de R$ 0,03"),
+        ("2", "2x: 1ª de R$ 0,02 e 1x de R$ 0,01"),
+        ("3", "3x de R$ 0,01"),
+    ]
+
+
+async def test_each_option_says_the_instalments_as_they_will_be_charged(
+    service: RunningService, merchant: Merchant
+) -> None:
+    # (Issue 36: R$ 99,90 offered "4x de R$ 24,98" and charged 24,99 + 3 x 24,97.)
+    link = await create(merchant, amount=Decimal("99.90"), numbersInstallments=4)
+    assert link["installmentsOptions"][3]["amountInstallment"] == 24.98  # amount / n, half-up
+    text = (await open_page(service, checkout_path(link), **BROWSER)).text
+    offered = re.findall(r'<option value="\d+"[^>]*>([^<]*)</option>', text)
+    assert offered == [
+        "1x de R$ 99,90",
+        "2x de R$ 49,95",
+        "3x de R$ 33,30",
+        "4x: 1ª de R$ 24,99 e 3x de R$ 24,97",
+    ]
+    assert "os centavos que sobram vão na 1ª parcela" in text
+    await pay(service, merchant, link["linkPaymentUuid"], METHOD_CARD, installments=4)
+    receipt = (await open_page(service, checkout_path(link), **BROWSER)).text
+    assert (
+        '<span class="money">R$ 24,99</span> e 3x de <span class="money">R$ 24,97</span>' in receipt
+    )
 
 
 @pytest.mark.parametrize(
     ("method", "installments", "shown"),
     [
-        (METHOD_CARD, 3, "3x: 1x de R$ 33,34 e 2x de R$ 33,33"),
-        (METHOD_PIX, 1, "data-payment-method>PIX<"),
+        (METHOD_CARD, 3, "3x: 1ª de R$ 33,34 e 2x de R$ 33,33"),
+        (METHOD_PIX, 1, "data-payment-method>Pix<"),
     ],
 )
 async def test_a_paid_link_shows_its_payment_and_no_more_options(
@@ -214,7 +245,9 @@ async def test_a_paid_link_shows_its_payment_and_no_more_options(
     page = await open_page(service, checkout_path(link))
     assert page.status_code == 200
     assert 'data-status="PAID"' in page.text
-    assert shown in page.text and "R$ 100,00" in page.text
+    # Amounts sit in spans that keep "R$" with its figure.
+    text = re.sub(r'<span class="money">([^<]*)</span>', r"\1", page.text)
+    assert shown in text and "R$ 100,00" in text
     assert "Pagamento aprovado" in page.text and "<form" not in page.text
     assert "onfirme o código antes de pagar" not in page.text
 

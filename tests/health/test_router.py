@@ -23,7 +23,7 @@ from tucano.core.errors import ErrorCode
 from tucano.db.database import Database
 from tucano.migrations import downgrade, upgrade
 
-HEAD = "0016_secrets_at_rest"
+HEAD = "0017_brasilia_day_totals"
 BEFORE_HEAD = "0015_checkout"
 
 

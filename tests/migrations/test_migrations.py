@@ -442,3 +442,53 @@ async def test_without_a_secret_key_the_upgrade_seals_under_the_sandbox_key(
     assert "whsec_" not in secret
     store = WebhookSecretStore(str(value).encode())
     assert store.signing_secrets(1, secret, None, now=datetime.now(UTC)) == ("whsec_sandbox",)
+
+
+async def test_day_totals_are_counted_again_by_the_brasilia_day(empty_database: str) -> None:
+    """0017: a link created at 23:30 on 31 December in Brasília (02:30 UTC on 1 January) is
+    counted on 31 December; the downgrade counts it on the UTC day again."""
+    await asyncio.to_thread(upgrade, empty_database, "0016_secrets_at_rest")
+    postgresql = "postgresql" in empty_database
+    engine = create_async_engine(empty_database, poolclass=NullPool)
+    at = datetime(2027, 1, 1, 2, 30, tzinfo=UTC)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(
+                text(
+                    "INSERT INTO payment_links (uuid, customer_id, payer_name,"
+                    " registration_number, amount_cents, numbers_installments,"
+                    " expiration_days, verification_token, status, created_at, expires_at,"
+                    " pix_txid) VALUES (:uuid, 7, 'Maria', '52998224725', 1000, 1, 1, 123456,"
+                    " 'CREATED', :at, :at, 'abc123')"
+                ),
+                {
+                    "uuid": uuid_module.uuid4() if postgresql else uuid_module.uuid4().hex,
+                    "at": at if postgresql else "2027-01-01 02:30:00.000000",
+                },
+            )
+            # As the earlier release recorded it: a change keyed by the UTC day.
+            await connection.execute(
+                text(
+                    "INSERT INTO payment_link_day_changes (customer_id, day, expiration_days,"
+                    " status, payment_method, link_count, amount_cents)"
+                    " VALUES (7, :day, 1, 'CREATED', 0, 1, 1000)"
+                ),
+                {"day": at.date() if postgresql else "2027-01-01"},
+            )
+
+        async def days() -> list[tuple[str, int]]:
+            async with engine.connect() as connection:
+                rows = await connection.execute(
+                    text(
+                        "SELECT day, link_count FROM payment_link_day_totals UNION ALL"
+                        " SELECT day, link_count FROM payment_link_day_changes"
+                    )
+                )
+                return [(str(day), count) for day, count in rows]
+
+        await asyncio.to_thread(upgrade, empty_database)
+        assert await days() == [("2026-12-31", 1)]
+        await asyncio.to_thread(downgrade, empty_database, "0016_secrets_at_rest")
+        assert await days() == [("2027-01-01", 1)]
+    finally:
+        await engine.dispose()

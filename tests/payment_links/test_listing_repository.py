@@ -350,6 +350,18 @@ async def test_report_totals_every_matched_link(merchant: Merchant) -> None:
     assert only_expired["totalCount"] == 1
 
 
+async def test_by_day_counts_a_link_on_its_creation_day_in_brasilia(merchant: Merchant) -> None:
+    # 23:30 on 31 December 2025 in Brasília is 02:30 on 1 January 2026 in UTC: December's sale,
+    # and 2025's, read from the day totals (a whole range) or link by link (part of a day).
+    with clock.freeze(datetime(2026, 1, 1, 2, 30, tzinfo=UTC)):
+        await create(merchant, amount=Decimal("10.00"))
+    for params in (window(), {"startDate": "2026-01-01", "endDate": "2026-01-01"}):
+        response = await merchant.get(f"{BASE}/report", params=params, headers=tx())
+        assert response.json()["byDay"] == [{"date": "2025-12-31", "count": 1, "amount": 10.0}], (
+            params
+        )
+
+
 @pytest.mark.parametrize("method", ["2.0", "+2", " 2", "two", "0", "3"])
 async def test_payment_method_filter_is_plain_digits(merchant: Merchant, method: str) -> None:
     response = await merchant.get(

@@ -1,17 +1,20 @@
 """Day totals give exactly what reading every link gives: lists' counts and reports, for any
-range and any moment, whether the changes have been folded or not. Both databases."""
+range and any moment, whether the changes have been folded or not, days being Brasília's, across
+daylight-saving changes too. Both databases."""
 
 from __future__ import annotations
 
 import random
 import uuid
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
+import pytest
 from sqlalchemy import func, select
 
 from tests.support.service import new_customer_id
+from tucano.brazil.brasilia_time import brasilia_date
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.payment_links import service as payment_links
@@ -23,12 +26,35 @@ from tucano.payment_links.schemas import PaymentLinkCreate
 from tucano.payment_links.totals_repository import DayTotalRepository
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
+# Brazil's daylight saving time began at midnight on 4 November 2018 (a day of 23 hours) and
+# ended on 17 February 2019 (a day of 25 hours): links around them may expire a day off.
+DST_BEGAN = datetime(2018, 10, 25, tzinfo=UTC)
+DST_ENDED = datetime(2019, 2, 8, tzinfo=UTC)
 
 
-async def make_links(database: Database, customer_id: int, rng: random.Random) -> None:
+async def create_at(
+    database: Database, customer_id: int, moment: datetime, *, days: int, cents: int = 1000
+) -> uuid.UUID:
+    data = PaymentLinkCreate(
+        payer_name="Payer",
+        registration_number="52998224725",
+        amount=Decimal(cents) / 100,
+        numbers_installments=1,
+        expiration_days=days,
+    )
+    with clock.freeze(moment):
+        link = payment_links.new_link(customer_id=customer_id, data=data, autopay_delay=None)
+        ref = payment_links.IdempotencyRef(customer_id, uuid.uuid4(), "x")
+        await payment_links.create_link(database, ref=ref, link=link, response=b"{}")
+    return link.uuid
+
+
+async def make_links(
+    database: Database, customer_id: int, rng: random.Random, start: datetime = START
+) -> None:
     """Links over 25 days, some paid a while later; changes folded now and then."""
     for _ in range(70):
-        moment = START + timedelta(
+        moment = start + timedelta(
             seconds=rng.randrange(25 * 86400), milliseconds=rng.randrange(1000)
         )
         data = PaymentLinkCreate(
@@ -79,16 +105,19 @@ async def truth(
                 continue
             if filters.payment_method not in (None, method):
                 continue
-            key = (link.created_at.date(), status, method)
+            key = (brasilia_date(link.created_at), status, method)
             counted[key] += 1
             counted[(*key[:2], -method - 1)] += link.amount_cents  # the cents, apart
     return counted
 
 
-async def test_totals_match_reading_every_link(private_database: Database) -> None:
+@pytest.mark.parametrize(
+    "start", [START, DST_BEGAN, DST_ENDED], ids=["2026", "dst-began", "dst-ended"]
+)
+async def test_totals_match_reading_every_link(private_database: Database, start: datetime) -> None:
     rng = random.Random(20261122)
     customer_id = new_customer_id()
-    await make_links(private_database, customer_id, rng)
+    await make_links(private_database, customer_id, rng, start)
     async with private_database.session() as session:
         unfolded = await session.scalar(
             select(func.count())
@@ -98,14 +127,14 @@ async def test_totals_match_reading_every_link(private_database: Database) -> No
     assert unfolded  # some changes are still unfolded: readers must add them
 
     for case in range(60):
-        start = START + timedelta(minutes=rng.randrange(-3 * 1440, 26 * 1440))
-        if rng.random() < 0.5:  # whole days too, and ranges of less than a day
-            start = start.replace(hour=0, minute=0)
-        end = start + timedelta(minutes=rng.choice([0, 30, 1440 - 1, 1440, 5 * 1440, 40 * 1440]))
+        since = start + timedelta(minutes=rng.randrange(-3 * 1440, 26 * 1440))
+        if rng.random() < 0.5:  # whole days too (UTC's and Brasília's), and less than a day
+            since = since.replace(hour=rng.choice([0, 3]), minute=0)
+        end = since + timedelta(minutes=rng.choice([0, 30, 1440 - 1, 1440, 5 * 1440, 40 * 1440]))
         end -= timedelta(milliseconds=1 if rng.random() < 0.5 else 0)
-        now = START + timedelta(minutes=rng.randrange(-2 * 1440, 40 * 1440))
+        now = start + timedelta(minutes=rng.randrange(-2 * 1440, 40 * 1440))
         filters = LinkFilters(
-            start=start,
+            start=since,
             end=end,
             status=rng.choice([None, None, "CREATED", "PAID", "EXPIRED"]),
             payment_method=rng.choice([None, None, None, METHOD_CARD, METHOD_PIX]),
@@ -126,8 +155,8 @@ async def test_totals_match_reading_every_link(private_database: Database) -> No
         while await DayTotalRepository(session).fold():
             pass
         await session.commit()
-    filters = LinkFilters(start=START - timedelta(days=1), end=START + timedelta(days=30))
-    now = START + timedelta(days=6, hours=5)
+    filters = LinkFilters(start=start - timedelta(days=1), end=start + timedelta(days=30))
+    now = start + timedelta(days=6, hours=5)
     async with private_database.read_session() as session:
         folded = await ListingRepository(session).tally(
             customer_id=customer_id, filters=filters, now=now
@@ -135,3 +164,61 @@ async def test_totals_match_reading_every_link(private_database: Database) -> No
     assert sum(t.links for t in folded) == 70
     expected = await truth(private_database, customer_id, filters, now)
     assert sum(v for (_, _, m), v in expected.items() if m >= 0) == 70
+
+
+async def tally_of(
+    database: Database, customer_id: int, filters: LinkFilters, now: datetime
+) -> list[tuple[object, str, int, int]]:
+    async with database.read_session() as session:
+        rows = await ListingRepository(session).tally(
+            customer_id=customer_id, filters=filters, now=now
+        )
+    return sorted((row.day, row.status, row.method, row.links) for row in rows if row.links)
+
+
+async def fold_all(database: Database) -> None:
+    async with database.session() as session:
+        while await DayTotalRepository(session).fold():
+            pass
+        await session.commit()
+
+
+async def test_a_link_is_counted_on_its_creation_day_in_brasilia(
+    private_database: Database,
+) -> None:
+    # 23:30 on 31 December 2026 in Brasília is 02:30 on 1 January 2027 in UTC: the sale is
+    # December's (and 2026's), whether read from the totals or link by link.
+    customer_id = new_customer_id()
+    await create_at(private_database, customer_id, datetime(2027, 1, 1, 2, 30, tzinfo=UTC), days=3)
+    now = datetime(2027, 1, 1, 12, tzinfo=UTC)
+    whole = LinkFilters(start=START, end=datetime(2027, 2, 1, tzinfo=UTC))
+    part = LinkFilters(start=datetime(2027, 1, 1, tzinfo=UTC), end=now)  # less than a day
+    expected = [(date(2026, 12, 31), "CREATED", 0, 1)]
+    for _ in ("changes", "folded"):
+        assert await tally_of(private_database, customer_id, whole, now) == expected
+        assert await tally_of(private_database, customer_id, part, now) == expected
+        await fold_all(private_database)
+    async with private_database.session() as session:
+        await DayTotalRepository(session).rebuild()
+        await session.commit()
+    assert await tally_of(private_database, customer_id, whole, now) == expected
+
+
+async def test_a_link_due_an_hour_into_the_next_day_by_summer_time_is_still_open(
+    private_database: Database,
+) -> None:
+    # Created at 23:30 on 3 November 2018 in Brasília for 1 day; summer time began at midnight
+    # on the 4th, so it is due 24 hours later at 00:30 on the 5th, a day later than its group.
+    customer_id = new_customer_id()
+    await create_at(private_database, customer_id, datetime(2018, 11, 4, 2, 30, tzinfo=UTC), days=1)
+    filters = LinkFilters(start=DST_BEGAN, end=DST_BEGAN + timedelta(days=30))
+    day = date(2018, 11, 3)
+    for _ in ("changes", "folded"):
+        for now, status in (
+            (datetime(2018, 11, 5, 2, 10, tzinfo=UTC), "CREATED"),  # 00:10 on the 5th
+            (datetime(2018, 11, 5, 2, 30, tzinfo=UTC), "EXPIRED"),
+        ):
+            assert await tally_of(private_database, customer_id, filters, now) == [
+                (day, status, 0, 1)
+            ], now
+        await fold_all(private_database)

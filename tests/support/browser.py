@@ -41,9 +41,12 @@ async def decoded_qr(element: Locator) -> list[str]:
 
 
 async def snap(page: Page, name: str) -> None:
-    """Screenshots of the page as it is, at 390 px (a phone) and at 1280 px."""
+    """Screenshots of the page as it is: on a phone (390 x 844) the screen the payer sees, no
+    more (a full-page capture would show an alert the payer has to scroll to find); at 1280 px
+    the whole page."""
     ARTIFACTS.mkdir(exist_ok=True)
-    for label, size in (("390", PHONE), ("1280", DESKTOP)):
-        await page.set_viewport_size(size)
-        await page.screenshot(path=str(ARTIFACTS / f"{name}-{label}.png"), full_page=True)
+    await page.set_viewport_size(PHONE)
+    await page.screenshot(path=str(ARTIFACTS / f"{name}-390.png"), full_page=False)
+    await page.set_viewport_size(DESKTOP)
+    await page.screenshot(path=str(ARTIFACTS / f"{name}-1280.png"), full_page=True)
     await page.set_viewport_size(PHONE)

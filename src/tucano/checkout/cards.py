@@ -23,7 +23,8 @@ class CardBrand(StrEnum):
 
 
 # Issuer ranges of the first six digits, most specific first: Elo and Hipercard issue inside
-# ranges that would otherwise read as Visa, Discover or Diners.
+# ranges that would otherwise read as Visa, Discover or Diners. The form's script names the
+# brand by this same table, which the page carries (page.brand_table).
 _ELO = (
     (401178, 401179), (431274, 431274), (438935, 438935), (451416, 451416), (457393, 457393),
     (457631, 457632), (504175, 504175), (506699, 506778), (509000, 509999), (627780, 627780),
@@ -35,7 +36,7 @@ _HIPERCARD = (
     (384100, 384100), (384140, 384140), (384160, 384160), (606282, 606282), (637095, 637095),
     (637568, 637568), (637599, 637599), (637609, 637609), (637612, 637612),
 )  # fmt: skip
-_BY_PREFIX: tuple[tuple[CardBrand, tuple[tuple[int, int], ...]], ...] = (
+BRAND_RANGES: tuple[tuple[CardBrand, tuple[tuple[int, int], ...]], ...] = (
     (CardBrand.ELO, _ELO),
     (CardBrand.HIPERCARD, _HIPERCARD),
     (CardBrand.AMEX, ((340000, 349999), (370000, 379999))),
@@ -63,7 +64,7 @@ def card_brand(digits: str) -> CardBrand | None:
     if len(digits) < 6 or not digits[:6].isdigit():
         return None
     prefix = int(digits[:6])
-    for brand, ranges in _BY_PREFIX:
+    for brand, ranges in BRAND_RANGES:
         if any(low <= prefix <= high for low, high in ranges):
             return brand
     return None
@@ -119,6 +120,7 @@ class CardProblem(StrEnum):
     HOLDER_INVALID = "holder_invalid"
     EXPIRY_INVALID = "expiry_invalid"
     EXPIRY_PAST = "expiry_past"
+    EXPIRY_TOO_FAR = "expiry_too_far"
     SECURITY_CODE_INVALID = "security_code_invalid"
 
 
@@ -132,7 +134,8 @@ _LONGEST_VALIDITY_YEARS = 20
 
 
 def read_card(form: Mapping[str, str], *, today: date) -> CardDetails | dict[str, CardProblem]:
-    """The card of a submitted form, or each field's problem (keyed by the field's name)."""
+    """The card of a submitted form, or each field's problem (keyed by the field's name).
+    `today` is Brasília's day: a card is valid through the last day of its month there."""
     problems: dict[str, CardProblem] = {}
     number = _SEPARATORS.sub("", form.get("card_number", ""))
     brand = card_brand(number)
@@ -156,8 +159,10 @@ def read_card(form: Mapping[str, str], *, today: date) -> CardDetails | dict[str
     else:
         month, year = int(expiry["month"]), int(expiry["year"])
         year += 2000 if year < 100 else 0
-        if not 1 <= month <= 12 or year > today.year + _LONGEST_VALIDITY_YEARS:
+        if not 1 <= month <= 12:
             problems["card_expiry"] = CardProblem.EXPIRY_INVALID
+        elif year > today.year + _LONGEST_VALIDITY_YEARS:
+            problems["card_expiry"] = CardProblem.EXPIRY_TOO_FAR
         elif (year, month) < (today.year, today.month):  # valid through its month's last day
             problems["card_expiry"] = CardProblem.EXPIRY_PAST
     code = form.get("card_security_code", "").strip()

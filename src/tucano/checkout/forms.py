@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl
 
 from fastapi import Request
 
+from tucano.brazil.brasilia_time import brasilia_date
 from tucano.checkout import csrf
 from tucano.checkout.cards import (
     CARD_FIELDS,
@@ -109,7 +110,7 @@ def read_card_form(
 ) -> tuple[CardDetails | None, CardForm]:
     """The card of a submitted form, and the form to show again (its problems worded)."""
     t = TEXTS[language]
-    card = read_card(form, today=clock.now().date())
+    card = read_card(form, today=brasilia_date(clock.now()))
     link = checkout.link
     most = len(offered_installments(link.amount_cents, link.numbers_installments))
     installments = form.get("installments", "1").strip()

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import segno
 
-from tucano.checkout.cards import CardProblem, security_code_lengths
+from tucano.checkout.cards import (
+    BRAND_RANGES,
+    CARD_FIELDS,
+    CardProblem,
+    security_code_lengths,
+)
 from tucano.checkout.service import Checkout
 from tucano.checkout.texts import TEXTS, Language, hour, moment, money
 from tucano.core.money import from_cents
 from tucano.payment_links.domain import (
     METHOD_PIX,
-    installment_options,
+    installment_plans,
     split_into_installments,
 )
 
@@ -29,10 +35,54 @@ class CardForm:
     problems: Mapping[str, str] = field(default_factory=dict)
 
 
-def offered_installments(amount_cents: int, most: int) -> list[tuple[int, Any]]:
-    """The options a card charge can be split into: none under a cent (a link of R$ 0,03 in up
-    to 10 offers 1x to 3x; installmentsOptions lists them all)."""
-    return installment_options(amount_cents, min(most, amount_cents))
+def offered_installments(amount_cents: int, most: int) -> list[list[int]]:
+    """The splits a card charge is offered in, each as it will be charged (cents of each
+    instalment): none under a cent (a link of R$ 0,03 in up to 10 offers 1x to 3x)."""
+    return installment_plans(amount_cents, most)
+
+
+def installments_text(parts: Sequence[int], language: Language) -> str:
+    """A split as the payer reads it, the same before paying and on the receipt: `4x de R$ 50,00`,
+    or, when one differs, which and by what figures: `4x: 1ª de R$ 24,99 e 3x de R$ 24,97`."""
+    t = TEXTS[language]
+    first, rest = money(from_cents(parts[0]), language), money(from_cents(parts[-1]), language)
+    if parts[0] == parts[-1]:
+        return t["equal_installments"].format(n=len(parts), amount=first)
+    return t["unequal_installments"].format(
+        n=len(parts), first=first, rest_n=len(parts) - 1, rest=rest
+    )
+
+
+def brand_table() -> str:
+    """The card brands' issuer ranges (cards.BRAND_RANGES) as JSON, for the form's script to
+    name the brand as it is typed by the very table the server reads the number by."""
+    return json.dumps(
+        [
+            [brand.value, [list(span) for span in ranges], max(security_code_lengths(brand))]
+            for brand, ranges in BRAND_RANGES
+        ],
+        separators=(",", ":"),
+    )
+
+
+def focus_target(form: CardForm | None, alert: str | None) -> str | None:
+    """The id of what a refused or invalid form's page brings into view and focuses at once:
+    the first field to correct, else the alert saying why (a phone's first screen would
+    otherwise show the top of the page, as if nothing had happened)."""
+    problems = form.problems if form is not None else {}
+    for name in (*CARD_FIELDS, "installments"):
+        if name in problems:
+            return _FIELD_IDS[name]
+    return "card-alert" if alert else None
+
+
+_FIELD_IDS = {
+    "card_number": "card-number",
+    "card_holder": "card-holder",
+    "card_expiry": "card-expiry",
+    "card_security_code": "card-security-code",
+    "installments": "installments",
+}
 
 
 def qr_svg(code: str, label: str) -> str:
@@ -73,6 +123,7 @@ def page_context(
     link = checkout.link
     amount = money(from_cents(link.amount_cents), language)
     merchant_name = checkout.merchant.name if checkout.merchant else None
+    plans = offered_installments(link.amount_cents, link.numbers_installments)
     context: dict[str, Any] = {
         "t": t,
         "lang": language,
@@ -97,12 +148,16 @@ def page_context(
         "card_locked": t["card_locked"].format(hour=hour(checkout.card_locked_until))
         if checkout.card_locked_until
         else None,
-        "options": [
-            (n, t["installment_option"].format(n=n, amount=money(each, language)))
-            for n, each in offered_installments(link.amount_cents, link.numbers_installments)
-        ],
+        "options": [(len(parts), installments_text(parts, language)) for parts in plans],
+        # Where an option's instalments differ, the page says why the first is larger.
+        "uneven_options": any(parts[0] != parts[-1] for parts in plans),
         "form": form or CardForm(),
         "alert": alert,
+        "focus": focus_target(form, alert),
+        "brands": brand_table(),
+        "pix_check_payee": t["pix_check_payee"].format(merchant=merchant_name)
+        if merchant_name
+        else t["pix_check_payee_plain"],
         "security_code_max": max(security_code_lengths(None)),
         "receipt": _receipt(checkout, language) if checkout.payment is not None else None,
     }
@@ -130,17 +185,8 @@ def _receipt(checkout: Checkout, language: Language) -> dict[str, Any]:
     )
     if payment.installments == 1:
         installments = t["one_installment"].format(amount=money(from_cents(parts[0]), language))
-    elif parts[0] == parts[-1]:
-        installments = t["equal_installments"].format(
-            n=len(parts), amount=money(from_cents(parts[0]), language)
-        )
     else:
-        installments = t["unequal_installments"].format(
-            n=len(parts),
-            first=money(from_cents(parts[0]), language),
-            rest_n=len(parts) - 1,
-            rest=money(from_cents(parts[-1]), language),
-        )
+        installments = installments_text(parts, language)
     merchant = checkout.merchant.name if checkout.merchant else "Tucano"
     return {
         "method": method,

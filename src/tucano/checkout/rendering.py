@@ -5,6 +5,7 @@ body of decisions.md for anything else."""
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,6 +16,7 @@ from urllib.parse import quote
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tucano.api.dependencies import preferred_media_type
@@ -31,6 +33,20 @@ _templates = Environment(
     autoescape=select_autoescape(default=True),
     auto_reload=False,
 )
+_AMOUNT = re.compile(r"(R\$ [0-9][0-9.,]*[0-9])")
+_WHOLE = Markup('<span class="money">{}</span>')
+
+
+def whole_amounts(text: str) -> Markup:
+    """`text`, escaped, with each amount in a span the stylesheet keeps on one line: a narrow
+    screen never leaves `R$` at the end of a line and its figure on the next."""
+    parts = _AMOUNT.split(text)  # text, amount, text, ... (the amounts at odd places)
+    return Markup("").join(
+        _WHOLE.format(part) if index % 2 else escape(part) for index, part in enumerate(parts)
+    )
+
+
+_templates.filters["whole_amounts"] = whole_amounts
 _STATIC = files("tucano.checkout").joinpath("static")
 ASSETS: dict[str, tuple[bytes, str]] = {
     "checkout.css": (_STATIC.joinpath("checkout.css").read_bytes(), "text/css; charset=utf-8"),

@@ -1,17 +1,20 @@
 """What the checkout says, in Portuguese (Brazil) and English, and how it writes money and time.
 
-Portuguese unless the browser's Accept-Language prefers English. Times are Brasília's (UTC-3,
-no daylight saving since 2019: a fixed offset needs no time-zone database)."""
+Portuguese unless the browser's Accept-Language prefers English. Times are Brasília's
+(`America/Sao_Paulo`). Money is written with its `R$`, and the template keeps the two on one line.
+"Pix" is written as the Banco Central writes it, except in the two button labels decisions.md
+names literally (`Copiar código PIX`, `Simular pagamento PIX`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from decimal import Decimal
 from typing import Literal
 
+from tucano.brazil.brasilia_time import BRASILIA
+
 Language = Literal["pt-BR", "en"]
-BRASILIA = timezone(timedelta(hours=-3))
 
 
 def preferred_language(accept_language: str) -> Language:
@@ -78,13 +81,17 @@ PT: Mapping[str, str] = {
     "status_paid": "Pago",
     "sandbox_note": "Ambiente de testes (sandbox): nenhum dinheiro real é movimentado.",
     "choose_method": "Escolha como pagar",
-    "pix_heading": "Pagar com PIX",
-    "pix_how": "No app do seu banco, escolha pagar com PIX e leia o QR code, ou copie o código "
-    "abaixo (PIX copia e cola).",
-    "qr_label": "QR code PIX de {amount}",
-    "pix_code_label": "Código PIX copia e cola",
+    "pix_heading": "Pagar com Pix",
+    "pix_how": "No app do seu banco, escolha pagar com Pix e leia o QR code, ou copie o código "
+    "abaixo (Pix Copia e Cola).",
+    "pix_check_payee": "Antes de confirmar, veja no app do banco se o nome de quem recebe é o "
+    "de {merchant}. Se for outro, não pague.",
+    "pix_check_payee_plain": "Antes de confirmar, veja no app do banco se o nome de quem recebe "
+    "é o de quem lhe enviou o link. Se for outro, não pague.",
+    "qr_label": "QR code Pix de {amount}",
+    "pix_code_label": "Código Pix Copia e Cola",
     "copy_pix_code": "Copiar código PIX",
-    "copied": "Código PIX copiado.",
+    "copied": "Código Pix copiado.",
     "copy_failed": "Não foi possível copiar: selecione o código e copie-o.",
     "pix_waiting": "Esta página mostra o comprovante assim que o pagamento for confirmado.",
     "pix_refresh": "Já paguei: atualizar a página",
@@ -95,7 +102,8 @@ PT: Mapping[str, str] = {
     "card_expiry": "Validade (MM/AA)",
     "card_security_code": "Código de segurança (CVV)",
     "installments": "Parcelas",
-    "installment_option": "{n}x de {amount}",
+    "installments_note": "Quando o valor não se divide em partes iguais, os centavos que sobram "
+    "vão na 1ª parcela.",
     "pay": "Pagar",
     "card_brand": "Bandeira: {brand}",
     "test_cards": "Cartões de teste: 4242\u00a04242\u00a04242\u00a04242 (aprovado), "
@@ -108,15 +116,16 @@ PT: Mapping[str, str] = {
     "holder_invalid": "Use só letras e espaços, como no cartão.",
     "expiry_invalid": "Informe a validade como MM/AA, por exemplo 08/29.",
     "expiry_past": "Este cartão está vencido.",
+    "expiry_too_far": "Confira o ano da validade: ele está mais de 20 anos à frente.",
     "security_code_invalid": "O código de segurança tem {digits} dígitos.",
     "installments_invalid": "Escolha uma das opções de parcelamento.",
-    "DECLINED": "Pagamento recusado pelo emissor do cartão. Use outro cartão ou pague com PIX.",
+    "DECLINED": "Pagamento recusado pelo emissor do cartão. Use outro cartão ou pague com Pix.",
     "INSUFFICIENT_FUNDS": "Pagamento recusado: limite ou saldo insuficiente. Use outro cartão "
-    "ou pague com PIX.",
+    "ou pague com Pix.",
     "PROCESSING_ERROR": "Não foi possível processar o pagamento. Nada foi cobrado; tente de novo "
     "em instantes.",
     "card_locked": "Pagamento com cartão bloqueado após 5 tentativas recusadas. Tente de novo "
-    "depois das {hour} (horário de Brasília) ou pague com PIX.",
+    "depois das {hour} (horário de Brasília) ou pague com Pix.",
     "card_in_progress": "Um pagamento com cartão deste link já está em andamento. Aguarde e "
     "atualize a página.",
     "card_attempts_address": "Muitos pagamentos com cartão foram recusados a partir desta "
@@ -133,13 +142,13 @@ PT: Mapping[str, str] = {
     "receipt_id": "Comprovante",
     "receipt_installments": "Parcelas",
     "receipt_amount": "Valor pago",
-    "method_pix": "PIX",
+    "method_pix": "Pix",
     "method_card": "Cartão de crédito {brand} final {last4}",
     "method_card_plain": "Cartão de crédito",
     "one_installment": "À vista (1x de {amount})",
     "equal_installments": "{n}x de {amount}",
-    "unequal_installments": "{n}x: 1x de {first} e {rest_n}x de {rest}",
-    "receipt_keep": "Guarde este comprovante. {merchant} foi avisado do pagamento.",
+    "unequal_installments": "{n}x: 1ª de {first} e {rest_n}x de {rest}",
+    "receipt_keep": "Guarde este comprovante. O pagamento já foi informado a {merchant}.",
     "not_found_title": "Link inválido",
     "not_found_heading": "Link de pagamento não encontrado",
     "not_found_text": "Confira se o endereço foi copiado por inteiro, ou peça o link novamente a "
@@ -178,24 +187,29 @@ EN: Mapping[str, str] = {
     "status_paid": "Paid",
     "sandbox_note": "Test environment (sandbox): no real money moves.",
     "choose_method": "Choose how to pay",
-    "pix_heading": "Pay with PIX",
-    "pix_how": "In your bank's app, choose to pay with PIX and scan the QR code, or copy the code "
-    "below (PIX copy and paste).",
-    "qr_label": "PIX QR code for {amount}",
-    "pix_code_label": "PIX copy-and-paste code",
-    "copy_pix_code": "Copy PIX code",
-    "copied": "PIX code copied.",
+    "pix_heading": "Pay with Pix",
+    "pix_how": "In your bank's app, choose to pay with Pix and scan the QR code, or copy the code "
+    "below (Pix Copia e Cola).",
+    "pix_check_payee": "Before you confirm, check in your bank's app that the payee's name is "
+    "{merchant}'s. If it is another, do not pay.",
+    "pix_check_payee_plain": "Before you confirm, check in your bank's app that the payee's name "
+    "is that of whoever sent you the link. If it is another, do not pay.",
+    "qr_label": "Pix QR code for {amount}",
+    "pix_code_label": "Pix copy-and-paste code",
+    "copy_pix_code": "Copy Pix code",
+    "copied": "Pix code copied.",
     "copy_failed": "Could not copy: select the code and copy it.",
     "pix_waiting": "This page shows the receipt as soon as the payment is confirmed.",
     "pix_refresh": "I have paid: refresh the page",
-    "simulate_pix": "Simulate PIX payment",
+    "simulate_pix": "Simulate Pix payment",
     "card_heading": "Pay by credit card",
     "card_number": "Card number",
     "card_holder": "Name on card",
     "card_expiry": "Expiry date (MM/YY)",
     "card_security_code": "Security code (CVV)",
     "installments": "Installments",
-    "installment_option": "{n}x of {amount}",
+    "installments_note": "When the amount does not split into equal parts, the cents left over "
+    "go on the 1st installment.",
     "pay": "Pay",
     "card_brand": "Brand: {brand}",
     "test_cards": "Test cards: 4242\u00a04242\u00a04242\u00a04242 (approved), "
@@ -208,15 +222,16 @@ EN: Mapping[str, str] = {
     "holder_invalid": "Use letters and spaces only, as on the card.",
     "expiry_invalid": "Enter the expiry date as MM/YY, for example 08/29.",
     "expiry_past": "This card has expired.",
+    "expiry_too_far": "Check the expiry year: it is more than 20 years ahead.",
     "security_code_invalid": "The security code has {digits} digits.",
     "installments_invalid": "Choose one of the installment options.",
-    "DECLINED": "The card issuer declined the payment. Use another card or pay with PIX.",
+    "DECLINED": "The card issuer declined the payment. Use another card or pay with Pix.",
     "INSUFFICIENT_FUNDS": "Payment declined: insufficient funds or credit limit. Use another "
-    "card or pay with PIX.",
+    "card or pay with Pix.",
     "PROCESSING_ERROR": "The payment could not be processed. Nothing was charged; try again in "
     "a moment.",
     "card_locked": "Card payment is locked after 5 declined attempts. Try again after {hour} "
-    "(Brasília time) or pay with PIX.",
+    "(Brasília time) or pay with Pix.",
     "card_in_progress": "A card payment of this link is already in progress. Wait a moment and "
     "refresh the page.",
     "card_attempts_address": "Too many card payments from this connection were declined in the "
@@ -232,12 +247,12 @@ EN: Mapping[str, str] = {
     "receipt_id": "Receipt",
     "receipt_installments": "Installments",
     "receipt_amount": "Amount paid",
-    "method_pix": "PIX",
+    "method_pix": "Pix",
     "method_card": "{brand} credit card ending {last4}",
     "method_card_plain": "Credit card",
     "one_installment": "Single payment (1x of {amount})",
     "equal_installments": "{n}x of {amount}",
-    "unequal_installments": "{n}x: 1x of {first} and {rest_n}x of {rest}",
+    "unequal_installments": "{n}x: 1st of {first} and {rest_n}x of {rest}",
     "receipt_keep": "Keep this receipt. {merchant} has been told of the payment.",
     "not_found_title": "Invalid link",
     "not_found_heading": "Payment link not found",

@@ -11,6 +11,8 @@ from sqlalchemy.engine.url import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from tucano.brazil.brasilia_time import brasilia_day_of_text
+
 # The SQLite database holds sealed secrets and the sandbox's key: its owner's alone. SQLite
 # gives its -wal and -shm files the database file's mode.
 SQLITE_FILE_MODE = 0o600
@@ -18,6 +20,15 @@ SQLITE_FILE_MODE = 0o600
 SQLITE_READ_CONNECTIONS = 4
 # How long a statement waits for another connection's write lock on SQLite.
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+# SQLite has no time-zone database: brasilia_day(timestamp) is Python's, on every connection.
+SQLITE_BRASILIA_DAY = "brasilia_day"
+
+
+def add_sqlite_functions(dbapi_connection: Any) -> None:
+    """The SQL functions Tucano's statements call that SQLite lacks."""
+    dbapi_connection.create_function(
+        SQLITE_BRASILIA_DAY, 1, brasilia_day_of_text, deterministic=True
+    )
 
 
 def create_private_sqlite_file(database_url: str) -> None:
@@ -54,6 +65,7 @@ def _configure_sqlite(engine: AsyncEngine, *, read_only: bool) -> None:
             # may refuse at once (SQLITE_BUSY): refused here, always, so no such code ships.
             cursor.execute("PRAGMA query_only=ON")
         cursor.close()
+        add_sqlite_functions(dbapi_connection)
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Connection) -> None:

@@ -93,7 +93,7 @@ async def health(
                     "example": {
                         "status": "ok",
                         "environment": "sandbox",
-                        "schemaRevision": "0016_secrets_at_rest",
+                        "schemaRevision": "0017_brasilia_day_totals",
                     }
                 }
             },

@@ -1,10 +1,11 @@
 """A payment link's rules, as pure functions: its statuses and the one a reader sees at a
 moment, its expiry, how it can be paid, and its instalments (over integer cents).
 
-Two roundings of instalments, on purpose: the options shown to a payer are `amount / n` rounded
-half-up to cents (what decisions.md asks for, so 100.00 in 3 shows 33.33), while the real
+Two roundings of instalments, on purpose: the API's `installmentsOptions` are `amount / n`
+rounded half-up to cents (what decisions.md asks for, so 100.00 in 3 shows 33.33), while the real
 charge splits the amount so the instalments add up to it exactly, the remainder cent(s) on the
-first.
+first; the checkout page shows the payer the real split. No count is offered whose instalments
+would be under a cent.
 """
 
 from __future__ import annotations
@@ -53,10 +54,21 @@ def expiration_of(created_at: datetime, days: int) -> datetime:
 
 
 def installment_options(amount_cents: int, max_installments: int) -> list[tuple[int, Decimal]]:
-    """(n, amount / n rounded half-up to cents) for n from 1 to `max_installments`. In integer
-    cents: half-up of cents / n is (2 * cents + n) // (2 * n)."""
+    """(n, amount / n rounded half-up to cents) for each count offered: n from 1 to
+    `max_installments`, none whose instalments would be under a cent. In integer cents: half-up
+    of cents / n is (2 * cents + n) // (2 * n)."""
     return [
-        (n, from_cents((2 * amount_cents + n) // (2 * n))) for n in range(1, max_installments + 1)
+        (n, from_cents((2 * amount_cents + n) // (2 * n)))
+        for n in range(1, most_installments(amount_cents, max_installments) + 1)
+    ]
+
+
+def installment_plans(amount_cents: int, max_installments: int) -> list[list[int]]:
+    """The real split (cents of each instalment) of every count offered, as the payer is shown
+    it before paying: 99.90 in 4 is 24.99 + 3 x 24.97, not 4 x 24.98."""
+    return [
+        split_into_installments(amount_cents, n)
+        for n in range(1, most_installments(amount_cents, max_installments) + 1)
     ]
 
 

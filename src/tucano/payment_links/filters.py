@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 
+from tucano.brazil.brasilia_time import brasilia_date, brasilia_midnight
 from tucano.core.card_numbers import redact_card_numbers
 from tucano.core.errors import BadRequest
 from tucano.payment_links.domain import StatusName
@@ -45,19 +46,36 @@ def canonical_sort(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
 
 
 def full_days(start: datetime, end: datetime) -> tuple[date, date]:
-    """The UTC days wholly inside [start, end] (end inclusive, to the millisecond), as a
-    half-open range of dates; empty (first >= last) when there is none."""
-    # At the very end of year 9999 the next day does not exist: that day is read link by link.
-    if start.timetz() == time(0, tzinfo=UTC):
-        first = start.date()
-    else:
-        first = start.date() + timedelta(1) if start.date() < date.max else date.max
+    """The Brasília days (decisions.md: a report's days are Brasília's) wholly inside
+    [start, end] (end inclusive, to the millisecond), as a half-open range of dates; empty
+    (first >= last) when there is none."""
     try:
-        last = (end + timedelta(milliseconds=1)).date()
+        day = brasilia_date(start)
+    except OverflowError:  # before 0001-01-01 in Brasília: that whole day is still to come
+        first = date.min
+    else:
+        # At the very end of year 9999 the next day does not exist: that day is read link by link.
+        whole = start == brasilia_midnight(day) or day == date.max
+        first = day if whole else day + timedelta(1)
+    try:
+        last = brasilia_date(end + timedelta(milliseconds=1))
     except OverflowError:
-        last = end.date()
+        try:
+            last = brasilia_date(end)
+        except OverflowError:
+            last = date.min
     return first, last
 
 
 def midnight(day: date) -> datetime:
-    return datetime.combine(day, time(0), tzinfo=UTC)
+    """The first instant of a Brasília day."""
+    return brasilia_midnight(day)
+
+
+def steady_days(first: date, last: date) -> bool:
+    """Whether every Brasília day in [first, last] lasts 24 hours (no daylight-saving change),
+    so that a link created on day d with a validity of e days expires on day d + e."""
+    return all(
+        midnight(day + timedelta(1)) - midnight(day) == timedelta(days=1)
+        for day in (first + timedelta(n) for n in range((last - first).days + 1))
+    )

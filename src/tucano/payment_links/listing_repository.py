@@ -33,7 +33,7 @@ DEEP_OFFSET = 10_000
 
 
 class Tally(NamedTuple):
-    """Matched links of one UTC day, status (as seen now) and payment method (0: not paid)."""
+    """Matched links of one Brasília day, status (as seen now) and payment method (0: not paid)."""
 
     day: date
     status: str

@@ -23,10 +23,17 @@ from sqlalchemy import (
     union_all,
 )
 
+from tucano.brazil.brasilia_time import brasilia_date
 from tucano.brazil.documents import normalize_document
 from tucano.payment_links import totals_repository as totals
 from tucano.payment_links.domain import STATUS_CODES, StatusName
-from tucano.payment_links.filters import LinkFilters, canonical_sort, full_days, midnight
+from tucano.payment_links.filters import (
+    LinkFilters,
+    canonical_sort,
+    full_days,
+    midnight,
+    steady_days,
+)
 from tucano.payment_links.models import Payment, PaymentLink
 
 LINKS = cast(Table, PaymentLink.__table__)
@@ -132,14 +139,18 @@ _BOUND_FILTERS: dict[str, Any] = {
     "user_reference": _bind("user_reference", LINKS.c.user_reference),
 }
 _DAY = totals.TOTALS.c.day
-_BOUND_DAYS = {name: _bind(name, _DAY) for name in ("first", "last", "today")}
+_BOUND_DAYS = {
+    name: _bind(name, _DAY) for name in ("first", "last", "expiring_first", "expiring_last")
+}
 _BOUND_MOMENTS = {
     name: _bind(name, LINKS.c.created_at)
     for name in (
-        *("first_midnight", "last_midnight", "today_midnight", "tomorrow_midnight"),
+        *("first_midnight", "last_midnight", "expires_from", "expires_until"),
         *("expiring_from", "expiring_until"),
     )
 }
+# The longest validity of a link, in days (schemas: 1 to 10).
+LONGEST_VALIDITY = 10
 # The filters that need the links themselves (their indexes), not the day totals.
 _LINK_FILTERS = frozenset({"registration_number", "user_reference", "payment_receipt"})
 
@@ -150,7 +161,7 @@ class Shape(NamedTuple):
     on_postgresql: bool
     status: StatusName | None
     given: frozenset[str]  # the optional filters given (their values are bound)
-    whole_days: bool  # whether the range holds a whole UTC day (see tallied)
+    whole_days: bool  # whether the range holds a whole Brasília day (see tallied)
     sort: tuple[tuple[str, str], ...]
 
 
@@ -178,17 +189,23 @@ def shape_and_values(
     first, last = full_days(filters.start, filters.end)
     whole_days = first < last and not given & _LINK_FILTERS
     if whole_days:
-        today = now.date()
+        today = brasilia_date(now)
+        # Groups of links (day created, validity) whose links may expire around now are read
+        # link by link: those that expire today, and, where a daylight-saving change makes a
+        # day 23 or 25 hours long (Brazil had them until 2019), those of the days either side.
+        near = timedelta(0 if steady_days(today - timedelta(LONGEST_VALIDITY + 2), today) else 1)
+        expiring_first, expiring_last = today - near, today + near
         values |= {
             "first": first,
             "last": last,
-            "today": today,
+            "expiring_first": expiring_first,
+            "expiring_last": expiring_last,
             "first_midnight": midnight(first),
             "last_midnight": midnight(last),
-            "today_midnight": midnight(today),
-            "tomorrow_midnight": midnight(today + timedelta(1)),
-            "expiring_from": midnight(max(first, today - timedelta(10))),
-            "expiring_until": midnight(min(last, today)),
+            "expires_from": midnight(expiring_first - near),
+            "expires_until": midnight(expiring_last + near + timedelta(1)),
+            "expiring_from": midnight(max(first, expiring_first - timedelta(LONGEST_VALIDITY))),
+            "expiring_until": midnight(min(last, expiring_last)),
         }
     shape = Shape(on_postgresql, filters.status, given, whole_days, canonical_sort(sort))
     return shape, values
@@ -228,9 +245,10 @@ def matched_total(shape: Shape, filters: LinkFilters) -> Any:
 def tallied(shape: Shape, filters: LinkFilters) -> Any:
     """Rows of (day, status, method, links, cents) that add up to the matched links.
 
-    With no filter that needs the links themselves (document, reference, receipt), whole days
-    come from the day totals and only the parts of days at the ends of the range, and the
-    CREATED links whose group expires today, are read link by link (docs/adr/payment-links.md).
+    With no filter that needs the links themselves (document, reference, receipt), whole
+    Brasília days come from the day totals and only the parts of days at the ends of the range,
+    and the CREATED links whose group expires today, are read link by link
+    (docs/adr/payment-links.md).
     Otherwise the matched links are read (their filters have indexes of their own). Status and
     method are filtered by the caller, on these rows."""
     links = LINKS.c
@@ -243,17 +261,26 @@ def tallied(shape: Shape, filters: LinkFilters) -> Any:
             customer_id=CUSTOMER,
             first=days["first"],
             last=days["last"],
-            today=days["today"],
+            expiring_first=days["expiring_first"],
+            expiring_last=days["expiring_last"],
         )
-        # The CREATED links of groups that expire today (expires_at is in the index).
+        # The CREATED links of the groups left out above: those due around now (expires_at is
+        # in the index; the day arithmetic picks exactly the groups' links).
+        expiry_day = totals.days_after(
+            on_postgresql,
+            totals.brasilia_day(on_postgresql, links.created_at),
+            links.expiration_days,
+        )
         parts.append(
             _read_links(
                 on_postgresql,
                 links.created_at >= moments["expiring_from"],
                 links.created_at < moments["expiring_until"],
                 links.status == "CREATED",
-                links.expires_at >= moments["today_midnight"],
-                links.expires_at < moments["tomorrow_midnight"],
+                links.expires_at >= moments["expires_from"],
+                links.expires_at < moments["expires_until"],
+                expiry_day >= days["expiring_first"],
+                expiry_day <= days["expiring_last"],
                 with_payments=False,
             )
         )
@@ -279,7 +306,7 @@ def _read_links(
 ) -> Select[Any]:
     """Links read one by one (grouped by day, status as seen now, and method)."""
     links = LINKS.c
-    day = totals.utc_day(on_postgresql, links.created_at)
+    day = totals.brasilia_day(on_postgresql, links.created_at)
     status = _effective_status(NOW)
     method = func.coalesce(PAYMENTS.c.method, totals.UNPAID) if with_payments else literal(0)
     source = LINKS.outerjoin(PAYMENTS, PAYMENTS.c.link_id == links.id) if with_payments else LINKS

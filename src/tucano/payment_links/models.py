@@ -121,7 +121,7 @@ class IdempotencyKey(Base):
 
 
 class LinkDayTotal(Base):
-    """How many links a customer created on a UTC day, and for how much, by validity, stored
+    """How many links a customer created on a Brasília day, and for how much, by validity, stored
     status and payment method: what lists count and reports add up instead of every link.
     Kept exact by compacting LinkDayChange rows into it; a reader adds both."""
 

@@ -236,7 +236,8 @@ class MethodTotal(ApiModel):
 
 class DayTotal(ApiModel):
     date: str = Field(
-        description="A UTC day of creationDate, YYYY-MM-DD.", json_schema_extra={"format": "date"}
+        description="A day of creationDate in Brasília time (America/Sao_Paulo), YYYY-MM-DD.",
+        json_schema_extra={"format": "date"},
     )
     count: int
     amount: MoneyOut

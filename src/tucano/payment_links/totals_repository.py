@@ -8,14 +8,20 @@ several processes may run it at once, each change being taken (locked, and skipp
 others) by one of them. A reader adds totals and changes in the same statement, so it sees every
 change exactly once whether or not it has been folded.
 
+Days are Brasília's (`America/Sao_Paulo`): a report's `byDay` counts a link on the day it was
+created there (decisions.md), and so do the totals.
+
 What a total says about status: the CREATED links of (day d, validity e) all expire during day
-d + e. Before that day none of them has expired, after it all have; on that day each link's own
-moment decides, so the reader takes those few links one by one (listing_repository).
+d + e, every day lasting 24 hours. Before that day none of them has expired, after it all have;
+on that day each link's own moment decides, so the reader takes those few links one by one
+(matching.tallied). Around a daylight-saving change (Brazil had them until 2019) a link may
+expire up to an hour into the next or the previous day: the reader then takes the groups of the
+days either side one by one too.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, date
+from datetime import date
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -35,6 +41,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
+from tucano.brazil.brasilia_time import BRASILIA, brasilia_date
+from tucano.db.engines import SQLITE_BRASILIA_DAY
 from tucano.db.repository import Repository
 from tucano.payment_links.models import LinkDayChange, LinkDayTotal, Payment, PaymentLink
 
@@ -53,7 +61,7 @@ def change(link: PaymentLink, *, status: str, method: int, sign: int) -> dict[st
     """The change of one link counted in (sign 1) or out (sign -1) of a total."""
     return {
         "customer_id": link.customer_id,
-        "day": link.created_at.astimezone(UTC).date(),
+        "day": brasilia_date(link.created_at),
         "expiration_days": link.expiration_days,
         "status": status,
         "payment_method": method,
@@ -118,7 +126,7 @@ class DayTotalRepository(Repository[LinkDayTotal]):
         than the service, as a benchmark does)."""
         links = cast(Table, PaymentLink.__table__)
         payments = cast(Table, Payment.__table__)
-        day = utc_day(self.on_postgresql, links.c.created_at)
+        day = brasilia_day(self.on_postgresql, links.c.created_at)
         method = func.coalesce(payments.c.method, UNPAID)
         await self.session.execute(delete(CHANGES))
         await self.session.execute(delete(TOTALS))
@@ -142,11 +150,12 @@ class DayTotalRepository(Repository[LinkDayTotal]):
         )
 
 
-def utc_day(on_postgresql: bool, moment: Any) -> ColumnElement[date]:
-    """The UTC day of a timestamp column, as a date (SQLite keeps UTC text)."""
+def brasilia_day(on_postgresql: bool, moment: Any) -> ColumnElement[date]:
+    """The Brasília day of a timestamp column, as a date: PostgreSQL's time-zone database, and
+    on SQLite (which has none, and keeps UTC text) the function db.engines registers."""
     if on_postgresql:
-        return type_coerce(func.date(func.timezone("UTC", moment)), Date)
-    return type_coerce(func.date(moment), Date)
+        return type_coerce(func.date(func.timezone(BRASILIA.key, moment)), Date)
+    return type_coerce(getattr(func, SQLITE_BRASILIA_DAY)(moment), Date)
 
 
 def days_after(on_postgresql: bool, day: Any, days: Any) -> ColumnElement[date]:
@@ -157,11 +166,18 @@ def days_after(on_postgresql: bool, day: Any, days: Any) -> ColumnElement[date]:
 
 
 def total_parts(
-    on_postgresql: bool, *, customer_id: Any, first: Any, last: Any, today: Any
+    on_postgresql: bool,
+    *,
+    customer_id: Any,
+    first: Any,
+    last: Any,
+    expiring_first: Any,
+    expiring_last: Any,
 ) -> list[Select[Any]]:
     """Totals and unfolded changes of days [first, last), with the status a reader sees, except
-    the CREATED links of groups that expire today (the caller reads those one by one). The
-    customer and the days are values or bound parameters."""
+    the CREATED links of groups that expire in [expiring_first, expiring_last], today and
+    perhaps a day either side (the caller reads those one by one). The customer and the days
+    are values or bound parameters."""
     parts = []
     for table in (TOTALS, CHANGES):
         t = table.c
@@ -171,7 +187,7 @@ def total_parts(
                 t.day.label("day"),
                 case(
                     (t.status == "PAID", literal("PAID")),
-                    (expiry_day < today, literal("EXPIRED")),
+                    (expiry_day < expiring_first, literal("EXPIRED")),
                     else_=literal("CREATED"),
                 ).label("status"),
                 t.payment_method.label("method"),
@@ -181,7 +197,13 @@ def total_parts(
                 t.customer_id == customer_id,
                 t.day >= first,
                 t.day < last,
-                not_(and_(t.status == "CREATED", expiry_day == today)),
+                not_(
+                    and_(
+                        t.status == "CREATED",
+                        expiry_day >= expiring_first,
+                        expiry_day <= expiring_last,
+                    )
+                ),
             )
         )
     return parts

@@ -1,23 +1,27 @@
 // The checkout without JavaScript is complete (plain forms, a refresh link). With it, the page
-// copies the PIX code, names the card's brand as it is typed, and turns into the receipt as
+// copies the Pix code, names the card's brand as it is typed, and turns into the receipt as
 // soon as the link is paid, without a reload.
 (function () {
   "use strict";
 
-  var BRANDS = [
-    ["Elo", /^(401178|401179|431274|438935|451416|457393|45763[12]|504175|506(699|7[0-7][0-9])|509[0-9]{3}|627780|636297|636368|6500(3[1-3]|3[5-9]|4[0-9]|5[01])|650(40[5-9]|4[1-3][0-9]|48[5-9]|49[0-9]|5[0-2][0-9]|53[0-8]|54[1-9]|5[5-8][0-9]|59[0-8]|70[0-9]|71[0-8]|72[0-7]|90[1-9]|9[1-6][0-9]|97[0-8])|6516(5[2-9]|6[0-9]|7[0-9])|6550([01][0-9]|2[1-9]|[34][0-9]|5[0-8]))/],
-    ["Hipercard", /^(384100|384140|384160|606282|637095|637568|637599|637609|637612)/],
-    ["American Express", /^3[47]/],
-    ["Diners Club", /^(30[0-5]|36|3[89])/],
-    ["JCB", /^35(2[89]|[3-8][0-9])/],
-    ["Discover", /^(6011|64[4-9]|65)/],
-    ["Mastercard", /^(5[1-5]|222[1-9]|22[3-9][0-9]|2[3-6][0-9]{2}|27[01][0-9]|2720)/],
-    ["Visa", /^4/]
-  ];
+  // The brands' issuer ranges of the first six digits, [name, [[low, high], ...], CVV digits],
+  // most specific first: the server's own table (cards.py), carried by the number's input.
+  function brandTable(number) {
+    try {
+      return JSON.parse(number.getAttribute("data-brands") || "[]");
+    } catch (error) {
+      return [];
+    }
+  }
 
-  function brandOf(digits) {
-    for (var i = 0; i < BRANDS.length; i++) {
-      if (BRANDS[i][1].test(digits)) { return BRANDS[i][0]; }
+  function brandOf(brands, digits) {
+    if (digits.length < 6) { return null; }
+    var prefix = parseInt(digits.slice(0, 6), 10);
+    for (var i = 0; i < brands.length; i++) {
+      var ranges = brands[i][1];
+      for (var j = 0; j < ranges.length; j++) {
+        if (ranges[j][0] <= prefix && prefix <= ranges[j][1]) { return brands[i]; }
+      }
     }
     return null;
   }
@@ -62,15 +66,17 @@
     var brandLine = root.querySelector("[data-card-brand]");
     var code = root.querySelector("#card-security-code");
     if (!number) { return; }
+    var brands = brandTable(number);
     number.addEventListener("input", function () {
       var digits = number.value.replace(/\D/g, "").slice(0, 19);
-      var brand = brandOf(digits);
+      var brand = brandOf(brands, digits);
+      var name = brand ? brand[0] : null;
       var atEnd = number.selectionStart === number.value.length;
-      number.value = grouped(digits, brand);
+      number.value = grouped(digits, name);
       if (atEnd) { number.setSelectionRange(number.value.length, number.value.length); }
-      brandLine.textContent = brand && digits.length >= 4
-        ? brandLine.getAttribute("data-template").replace("{brand}", brand) : "";
-      if (code) { code.maxLength = brand === "American Express" ? 4 : brand ? 3 : 4; }
+      brandLine.textContent = name
+        ? brandLine.getAttribute("data-template").replace("{brand}", name) : "";
+      if (code) { code.maxLength = brand ? brand[2] : 4; }
     });
     var expiry = root.querySelector("#card-expiry");
     if (expiry) {
@@ -143,7 +149,17 @@
     schedule(3000);
   }
 
+  // A refused or invalid form's page: its alert, or the first field to correct, in the middle of
+  // the screen and focused (autofocus does it without JavaScript; this makes sure of it).
+  function showWhatWentWrong() {
+    var target = document.querySelector("[data-focus]");
+    if (!target) { return; }
+    target.focus({ preventScroll: true });
+    target.scrollIntoView({ block: "center" });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    showWhatWentWrong();
     setUpCopy(document);
     setUpCard(document);
     watchPayment();
