@@ -143,3 +143,11 @@ def test_the_walk_through_keeps_secrets_in_files_only_their_owner_reads() -> Non
     # A fixed name under /tmp is readable by every local user (and another may create it first).
     assert "/tmp/" not in walk
     assert walk.count("$(mktemp)") == 2
+
+
+def test_the_client_generator_is_installed_with_the_formatter_it_runs() -> None:
+    # openapi-python-client runs ruff on what it writes, and fails without it on PATH.
+    commands = (ROOT / "docs" / "clients.md").read_text().split("```sh", 1)[1].split("```")[0]
+    install = next(line for line in commands.splitlines() if line.startswith("pip install"))
+    assert {"openapi-python-client", "ruff"} <= set(install.split("#")[0].split())
+    assert commands.index("pip install") < commands.index("openapi-python-client generate")

@@ -262,3 +262,21 @@ def test_the_concurrency_limit_stays_under_the_open_files_limit() -> None:
     settings = Settings(max_connections=5000)
     assert concurrency_limit(settings, open_files=20000) == 5000
     assert concurrency_limit(settings, open_files=1024) == 512
+
+
+async def test_ctrl_c_leaves_only_warnings_from_the_libraries(deployment: Deployment) -> None:
+    # As operations.md says: the database libraries log warnings only, shutting down included.
+    assert (await deployment.http.get("/health/ready")).status_code == 200
+    assert deployment.api.stop(signal.SIGINT) == 0
+    lines = [
+        json.loads(line) for line in deployment.api.logs().splitlines() if line.startswith("{")
+    ]
+    assert any(line["event"] == "Application shutdown complete." for line in lines)
+    from_libraries = [
+        line
+        for line in lines
+        if not line.get("logger", "").startswith(("tucano", "uvicorn"))
+        and line["level"] not in ("warning", "error", "critical")
+    ]
+    assert from_libraries == []
+    assert not [line for line in lines if "Pool" in line["event"]]
