@@ -193,12 +193,9 @@ async def test_the_checkout_offers_no_instalment_under_a_cent(
 ) -> None:
     # (Fuzz audit: "3x de R$ 0,00" was offered for a link of R$ 0,01.)
     link = await create(merchant, amount=Decimal("0.03"), numbersInstallments=10)
-    # Nor does the API offer them (decisions.md, issue 36).
-    assert link["installmentsOptions"] == [
-        {"numberInstallments": 1, "amountInstallment": 0.03},
-        {"numberInstallments": 2, "amountInstallment": 0.02},
-        {"numberInstallments": 3, "amountInstallment": 0.01},
-    ]
+    # The API's options stay one per count, amount / n half-up, as the spec says.
+    assert len(link["installmentsOptions"]) == 10
+    assert link["installmentsOptions"][2] == {"numberInstallments": 3, "amountInstallment": 0.01}
     text = (await open_page(service, checkout_path(link), **BROWSER)).text
     offered = re.findall(r'<option value="(\d+)"[^>]*>([^<]*)</option>', text)
     assert offered == [

@@ -4,8 +4,8 @@ moment, its expiry, how it can be paid, and its instalments (over integer cents)
 Two roundings of instalments, on purpose: the API's `installmentsOptions` are `amount / n`
 rounded half-up to cents (what decisions.md asks for, so 100.00 in 3 shows 33.33), while the real
 charge splits the amount so the instalments add up to it exactly, the remainder cent(s) on the
-first; the checkout page shows the payer the real split. No count is offered whose instalments
-would be under a cent.
+first; the checkout page shows the payer the real split, and offers no count whose instalments
+would be under a cent (the API's options stay one per count, as the spec says).
 """
 
 from __future__ import annotations
@@ -54,12 +54,11 @@ def expiration_of(created_at: datetime, days: int) -> datetime:
 
 
 def installment_options(amount_cents: int, max_installments: int) -> list[tuple[int, Decimal]]:
-    """(n, amount / n rounded half-up to cents) for each count offered: n from 1 to
-    `max_installments`, none whose instalments would be under a cent. In integer cents: half-up
-    of cents / n is (2 * cents + n) // (2 * n)."""
+    """(n, amount / n rounded half-up to cents) for n from 1 to `max_installments`, as the spec
+    gives them (the page offers only counts of a cent or more, installment_plans). In integer
+    cents: half-up of cents / n is (2 * cents + n) // (2 * n)."""
     return [
-        (n, from_cents((2 * amount_cents + n) // (2 * n)))
-        for n in range(1, most_installments(amount_cents, max_installments) + 1)
+        (n, from_cents((2 * amount_cents + n) // (2 * n))) for n in range(1, max_installments + 1)
     ]
 
 
