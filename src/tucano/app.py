@@ -36,6 +36,7 @@ from tucano.openapi import document_deliveries, openapi_document, operation_id
 from tucano.payment_links.checkout_tokens import KEY_PURPOSE as CHECKOUT_KEY_PURPOSE
 from tucano.payment_links.deps import PaymentLinks
 from tucano.payment_links.router import router as payment_links_router
+from tucano.pix.provider import pix_provider_for
 from tucano.webhooks.router import router as webhooks_router
 from tucano.webhooks.secret_store import WebhookSecretStore
 
@@ -92,6 +93,7 @@ def create_app(
             card_processor=card_processor,
             rate_limits=rate_limits,
             card_budget_key=derive_key(secret_key, CARD_BUDGET_KEY_PURPOSE),
+            pix=pix_provider,
         )
         revoked = RevokedClients()
         app.state.callers = Callers(
@@ -140,6 +142,7 @@ def create_app(
         card_processor = load_card_processor(settings)
     except CardProcessorError as exc:
         raise ConfigurationError(str(exc)) from None
+    pix_provider = pix_provider_for(settings)  # before serving: a provider that cannot run stops it
     # Inside the edge, so that its refusals carry a transaction id and are logged and counted.
     app.add_middleware(PeerLimitMiddleware, max_requests_per_peer=settings.max_requests_per_peer)
     app.add_middleware(

@@ -37,6 +37,12 @@ class Environment(StrEnum):
     PRODUCTION = "production"
 
 
+class PixProviderName(StrEnum):
+    SANDBOX = "sandbox"  # a static code, paid by a button on the page (sandbox only)
+    EVENTS = "events"  # a static code, paid by PIX_QR_INBOUND events from the provider's systems
+    API_PIX = "api-pix"  # a dynamic charge at the merchant's PSP (Banco Central's API Pix)
+
+
 class LogFormat(StrEnum):
     AUTO = "auto"
     JSON = "json"
@@ -93,6 +99,8 @@ class Settings(BaseSettings):
     # and no card payment in production; `none`; `sandbox`; or `package.module:factory` of an
     # acquirer's CardProcessor (docs/checkout.md).
     card_processor: str = ""
+    # How a link's Pix is offered and confirmed (docs/pix.md); unset: sandbox or events.
+    pix_provider: PixProviderName | None = None
     # /docs, /redoc and /openapi.json; unset: on in sandbox, off in production.
     docs_enabled: bool | None = None
     card_processor_timeout_seconds: Seconds = Field(default=30.0, gt=0)
@@ -370,6 +378,18 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _no_simulated_pix_in_production(self) -> Settings:
+        if (
+            self.environment is Environment.PRODUCTION
+            and self.pix_provider is PixProviderName.SANDBOX
+        ):
+            raise ValueError(
+                "TUCANO_PIX_PROVIDER=sandbox pays links by a button on the page: it cannot run "
+                "when TUCANO_ENVIRONMENT=production"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _no_test_cards_in_production(self) -> Settings:
         if self.environment is Environment.PRODUCTION and self.card_processor == "sandbox":
             raise ValueError(
@@ -403,6 +423,13 @@ class Settings(BaseSettings):
         if self.card_processor == "":
             return "sandbox" if self.is_sandbox else None
         return self.card_processor
+
+    @property
+    def pix_provider_name(self) -> PixProviderName:
+        """TUCANO_PIX_PROVIDER, or by default the sandbox's in sandbox and events in production."""
+        if self.pix_provider is not None:
+            return self.pix_provider
+        return PixProviderName.SANDBOX if self.is_sandbox else PixProviderName.EVENTS
 
     @property
     def is_sqlite(self) -> bool:

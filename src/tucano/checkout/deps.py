@@ -16,6 +16,7 @@ from tucano.checkout.card_processor import CardProcessor
 from tucano.checkout.rendering import Site
 from tucano.config import Settings
 from tucano.db.database import Database
+from tucano.pix.provider import PixProvider
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Checkouts:
     card_processor: CardProcessor | None
     card_timeout_seconds: float
     card_budgets: CardBudgets  # refused card attempts per address and per card, across links
+    pix: PixProvider  # how a link's Pix is offered and confirmed
 
     @classmethod
     def of(
@@ -38,6 +40,7 @@ class Checkouts:
         card_processor: CardProcessor | None,
         rate_limits: RateLimits,
         card_budget_key: bytes,
+        pix: PixProvider,
     ) -> Checkouts:
         return cls(
             site=Site(
@@ -50,6 +53,7 @@ class Checkouts:
             card_processor=card_processor,
             card_timeout_seconds=settings.card_processor_timeout_seconds,
             card_budgets=CardBudgets(rate_limits, card_budget_key),
+            pix=pix,
         )
 
 

@@ -130,6 +130,7 @@ def page_context(
         "urls": urls,
         "csrf_token": csrf_token,
         "sandbox": sandbox,
+        "pix_simulated": checkout.pix_simulated,
         "link": link,
         "paid": checkout.status == "PAID",
         "amount": amount,

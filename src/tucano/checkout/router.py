@@ -53,6 +53,7 @@ from tucano.checkout.rendering import (
 )
 from tucano.checkout.service import NOT_A_CHECKOUT, Checkout
 from tucano.checkout.texts import TEXTS, hour
+from tucano.config import PixProviderName
 from tucano.core.clock import clock, format_utc
 from tucano.core.errors import AppError, ErrorCode
 from tucano.core.money import from_cents
@@ -124,6 +125,7 @@ async def _open_in(
         now=clock.now(),
         sandbox=ctx.site.sandbox,
         card_processor_configured=ctx.card_processor is not None,
+        pix=ctx.pix,
     )
 
 
@@ -417,8 +419,11 @@ async def simulate_pix_payment(
 ) -> Response:
     try:
         checkout = await _open(request, ctx, link_id, token)
-        if not ctx.site.sandbox:
-            raise AppError(ErrorCode.SANDBOX_ONLY, errors=["PIX is simulated only in sandbox"])
+        if ctx.pix.name is not PixProviderName.SANDBOX:
+            raise AppError(
+                ErrorCode.SANDBOX_ONLY,
+                errors=["Pix is simulated only in sandbox, with TUCANO_PIX_PROVIDER=sandbox"],
+            )
         if checkout.status == "PAID":
             return _already_paid(request, ctx, checkout, token)
         await _submitted(request, ctx, checkout)

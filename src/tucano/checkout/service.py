@@ -10,11 +10,9 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tucano.brazil.brcode import build_br_code
 from tucano.checkout.card_payments import approved_attempt, card_lock
 from tucano.checkout.models import CardAttempt
 from tucano.core.errors import AppError, ErrorCode
-from tucano.core.money import from_cents
 from tucano.customers import service as customers
 from tucano.customers.service import Merchant
 from tucano.payment_links import service as payment_links
@@ -25,6 +23,7 @@ from tucano.payment_links.checkout_tokens import (
 )
 from tucano.payment_links.domain import METHOD_CARD, StatusName, status_at
 from tucano.payment_links.models import Payment, PaymentLink
+from tucano.pix.provider import NO_PIX, PixProvider
 
 NOT_A_CHECKOUT = (
     "this checkout address is not valid: its token is missing, altered or another link's"
@@ -71,7 +70,8 @@ class Checkout:
     payment: Payment | None
     status: StatusName
     merchant: Merchant | None  # None: production, and the operator set no profile
-    pix_code: str | None  # the BR Code, while PIX can pay the link
+    pix_code: str | None  # the BR Code, while Pix can pay the link
+    pix_simulated: bool  # the page may pay it by a button (the sandbox provider)
     cards_accepted: bool  # while a card can pay the link (a processor is configured)
     card_locked_until: datetime | None
     paid_by_card: CardAttempt | None  # the approved attempt, for the receipt
@@ -86,6 +86,7 @@ async def open_checkout(
     now: datetime,
     sandbox: bool,
     card_processor_configured: bool,
+    pix: PixProvider,
 ) -> Checkout:
     """Everything the page shows (see find_link for the refusals)."""
     found = await find_link(session, link_uuid=link_uuid, token=token, keys=keys, now=now)
@@ -93,23 +94,15 @@ async def open_checkout(
     profile = await customers.get_profile(session, customer_id=link.customer_id)
     merchant = customers.merchant_of(profile, customer_id=link.customer_id, sandbox=sandbox)
     open_link = found.status == "CREATED"
-    pix_code = None
-    if open_link and merchant is not None and merchant.pix_key and link.pix_txid:
-        pix_code = build_br_code(
-            pix_key=merchant.pix_key,
-            merchant_name=merchant.name,
-            merchant_city=merchant.city,
-            txid=link.pix_txid,
-            amount=from_cents(link.amount_cents),
-            mcc=merchant.mcc,
-        )
+    offer = pix.offer(link=link, merchant=merchant) if open_link else NO_PIX
     cards_accepted = open_link and card_processor_configured
     return Checkout(
         link=link,
         payment=found.payment,
         status=found.status,
         merchant=merchant,
-        pix_code=pix_code,
+        pix_code=offer.code,
+        pix_simulated=offer.simulated,
         cards_accepted=cards_accepted,
         card_locked_until=(
             await card_lock(session, link_id=link.id, now=now) if cards_accepted else None
