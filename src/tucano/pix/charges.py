@@ -78,7 +78,10 @@ class ChargesAtPsp(Protocol):
 
     async def read(self, txid: str) -> PspCharge: ...
 
-    async def withdraw(self, txid: str) -> None: ...
+    async def withdraw(self, txid: str) -> PspCharge | None:
+        """Withdraw it; the charge as the PSP then has it (paid just before, say), or None if
+        the PSP has no such charge."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -106,7 +109,8 @@ async def add_missing_charges(database: Database, now: datetime) -> int:
 
 
 def retry_delay(attempts: int) -> timedelta:
-    return min(FIRST_RETRY * (2 ** max(0, attempts - 1)), LONGEST_RETRY)
+    delay: timedelta = FIRST_RETRY * 2 ** max(0, attempts - 1)
+    return min(delay, LONGEST_RETRY)
 
 
 async def create_due_charges(database: Database, psp: ChargesAtPsp, now: datetime) -> int:
@@ -191,18 +195,24 @@ async def withdraw_closed_charges(database: Database, psp: ChargesAtPsp, now: da
             if charge is None or charge.status != ACTIVE:
                 continue
             try:
-                await psp.withdraw(charge.txid)
+                answer = await psp.withdraw(charge.txid)
             except PspUnreachable as unreachable:
                 log.warning(
                     "pix_charge_withdrawal_postponed", txid=charge.txid, error=str(unreachable)
                 )
                 continue
             except PspRefused as refused:
-                # Paid meanwhile, or already removed: the reconciliation reads which.
                 log.warning("pix_charge_withdrawal_refused", txid=charge.txid, reason=str(refused))
-            charge.status, charge.updated_at = WITHDRAWN, clock.now()
+                answer = None
+            if answer is not None and answer.paid:
+                # Paid just before it was withdrawn: settle pays the link if it still can be,
+                # and logs the payment otherwise (the money is then the merchant's to return).
+                for received in answer.paid:
+                    await settle(session, txid=charge.txid, received=received, source="withdrawal")
+            if charge.status == ACTIVE:
+                charge.status, charge.updated_at = WITHDRAWN, clock.now()
+                withdrawn += 1
             await session.commit()
-            withdrawn += 1
     return withdrawn
 
 

@@ -63,11 +63,12 @@ class ApiPixCharges:
         except (PspError, PspUnavailable) as failure:
             raise sorted_failure(failure) from failure
 
-    async def withdraw(self, txid: str) -> None:
+    async def withdraw(self, txid: str) -> PspCharge | None:
         try:
-            await self.client.withdraw_charge(txid)
+            charge = await self.client.withdraw_charge(txid)
         except (PspError, PspUnavailable) as failure:
             raise sorted_failure(failure) from failure
+        return None if charge is None else read(charge)
 
     async def close(self) -> None:
         await self.client.close()

@@ -5,6 +5,7 @@ payments. Each step is safe in several processes at once (charges are leased).""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import structlog
@@ -49,7 +50,5 @@ async def run_pix_jobs(
         except Exception as exc:  # a job that fails tries again at its next turn
             log.warning("pix_job_failed", error=exception_summary(exc)[:300])
         with_next = min(due.values()) - time.monotonic()
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=max(0.05, with_next))
-        except TimeoutError:
-            pass
