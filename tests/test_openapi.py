@@ -399,6 +399,7 @@ OPERATION_IDS = {
     ("get", "/checkout/{linkPaymentUuid}/card"): "returnFromCheckoutCardForm",
     ("post", "/checkout/{linkPaymentUuid}/pix/simulate"): "simulateCheckoutPixPayment",
     ("get", "/checkout/{linkPaymentUuid}/pix/simulate"): "returnFromCheckoutPixSimulation",
+    ("post", "/pix-provider/v1/webhook/pix"): "receivePspPix",
     ("get", "/health/live"): "getLiveness",
     ("get", "/health"): "getHealth",
     ("get", "/health/ready"): "getReadiness",

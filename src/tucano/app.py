@@ -37,6 +37,7 @@ from tucano.payment_links.checkout_tokens import KEY_PURPOSE as CHECKOUT_KEY_PUR
 from tucano.payment_links.deps import PaymentLinks
 from tucano.payment_links.router import router as payment_links_router
 from tucano.pix.provider import pix_provider_for
+from tucano.pix.router import router as pix_provider_router
 from tucano.webhooks.router import router as webhooks_router
 from tucano.webhooks.secret_store import WebhookSecretStore
 
@@ -160,6 +161,7 @@ def create_app(
     app.include_router(events_router)
     app.include_router(payment_links_router)
     app.include_router(checkout_router)
+    app.include_router(pix_provider_router)
     document_deliveries(app)
     app.include_router(health_router)
     app.include_router(metrics_router)

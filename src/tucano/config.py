@@ -64,6 +64,27 @@ Seconds = Annotated[float, Field(allow_inf_nan=False, le=LONGEST_DURATION.total_
 _PUBLIC_URL = re.compile(r"(?i:https?)://[\w.\-\[\]:%]+(?:/[\w.~!$&'()*+,;=:@%/-]*)?")
 
 
+_WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9._~-]{16,}")
+
+
+def psp_url_problem(url: str, *, sandbox: bool) -> str | None:
+    """Why `url` cannot be a PSP's address, or None: an absolute https URL of a host, with no
+    fragment (plain http only for a loopback host in sandbox, for a PSP's simulator)."""
+    try:
+        parsed = urlsplit(url)
+        _ = parsed.port  # a port that is not a number, or over 65535
+    except ValueError:
+        return "is not a URL"
+    if parsed.scheme.lower() not in ("http", "https") or not parsed.hostname or parsed.fragment:
+        return "must be an absolute https URL such as https://pix.example.com/api/v2"
+    if parsed.scheme.lower() != "https" and not (sandbox and is_loopback_host(parsed.hostname)):
+        return (
+            "must be an https URL: the client's secret and the payers' data travel on it "
+            "(plain http is accepted for a loopback host in sandbox only)"
+        )
+    return None
+
+
 _FACTORY = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")
 
 
@@ -152,6 +173,24 @@ class Settings(BaseSettings):
     # worker` serves it on this port (unset: no port).
     metrics_token: SecretStr | None = None
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
+
+    # The merchant's PSP, with TUCANO_PIX_PROVIDER=api-pix (docs/pix.md): the API Pix's base
+    # URL (the part before /cob), its OAuth2 token URL, and the client it issued to Tucano.
+    pix_api_url: str = ""
+    pix_token_url: str = ""
+    pix_client_id: str = ""
+    pix_client_secret: SecretStr | None = None
+    # The client certificate and key (PEM) the PSP issued for mutual TLS, and a CA file to trust
+    # instead of the system's; each empty when the PSP needs none.
+    pix_cert_file: str = ""
+    pix_key_file: str = ""
+    pix_ca_file: str = ""
+    # The `hmac` the PSP's webhook calls carry in their URL: it proves the call is the PSP's.
+    pix_webhook_secret: SecretStr | None = None
+    # Each call to the PSP, from connecting to its answer's last byte (retries take their own).
+    pix_timeout_seconds: Seconds = Field(default=10.0, gt=0)
+    # How often open links with a charge are checked at the PSP, for webhooks that never came.
+    pix_reconciliation_seconds: Seconds = Field(default=60.0, gt=0)
 
     @field_validator("previous_secret_keys", mode="before")
     @classmethod
@@ -248,6 +287,37 @@ class Settings(BaseSettings):
         if isinstance(value, str) and len(value) < 16:
             raise ValueError("must be at least 16 characters (a random string)")
         return value
+
+    @field_validator("pix_client_secret", "pix_webhook_secret", mode="before")
+    @classmethod
+    def _empty_pix_secret_is_unset(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            return None  # TUCANO_PIX_CLIENT_SECRET= (empty) is unset, as with the metrics token
+        return value
+
+    @field_validator("pix_webhook_secret")
+    @classmethod
+    def _url_safe_webhook_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        # It travels in the query of the URL registered at the PSP: characters that need no
+        # escaping arrive as they were sent, whatever the PSP does with the URL.
+        if value is not None and not _WEBHOOK_SECRET.fullmatch(value.get_secret_value()):
+            raise ValueError(
+                "must be at least 16 characters of letters, digits, '-', '_', '.' and '~' "
+                "(a random string)"
+            )
+        return value
+
+    @field_validator(
+        "pix_token_url", "pix_client_id", "pix_cert_file", "pix_key_file", "pix_ca_file"
+    )
+    @classmethod
+    def _strip_pix_value(cls, value: str) -> str:
+        return value.strip()
+
+    @field_validator("pix_api_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str) -> str:
+        return value.strip().rstrip("/")  # paths such as /cob/{txid} follow it
 
     @field_validator("environment", "log_format", mode="before")
     @classmethod
@@ -387,6 +457,41 @@ class Settings(BaseSettings):
                 "TUCANO_PIX_PROVIDER=sandbox pays links by a button on the page: it cannot run "
                 "when TUCANO_ENVIRONMENT=production"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _api_pix_is_complete(self) -> Settings:
+        if self.pix_provider is not PixProviderName.API_PIX:
+            return self
+        required = {
+            "TUCANO_PIX_API_URL": self.pix_api_url,
+            "TUCANO_PIX_TOKEN_URL": self.pix_token_url,
+            "TUCANO_PIX_CLIENT_ID": self.pix_client_id,
+            "TUCANO_PIX_CLIENT_SECRET": self.pix_client_secret,
+            "TUCANO_PIX_WEBHOOK_SECRET": self.pix_webhook_secret,
+        }
+        for name, value in required.items():
+            if not value:
+                raise ValueError(f"{name} is required when TUCANO_PIX_PROVIDER=api-pix")
+        for name, url in (
+            ("TUCANO_PIX_API_URL", self.pix_api_url),
+            ("TUCANO_PIX_TOKEN_URL", self.pix_token_url),
+        ):
+            problem = psp_url_problem(url, sandbox=self.is_sandbox)
+            if problem is not None:
+                raise ValueError(f"{name} {problem}")
+        if bool(self.pix_cert_file) != bool(self.pix_key_file):
+            raise ValueError(
+                "TUCANO_PIX_CERT_FILE and TUCANO_PIX_KEY_FILE go together: set both (the client "
+                "certificate the PSP issued and its key) or neither"
+            )
+        for name, path in (
+            ("TUCANO_PIX_CERT_FILE", self.pix_cert_file),
+            ("TUCANO_PIX_KEY_FILE", self.pix_key_file),
+            ("TUCANO_PIX_CA_FILE", self.pix_ca_file),
+        ):
+            if path and not (os.path.isfile(path) and os.access(path, os.R_OK)):
+                raise ValueError(f"{name}: {path!r} is not a file this process can read")
         return self
 
     @model_validator(mode="after")

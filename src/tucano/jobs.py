@@ -24,6 +24,8 @@ from tucano.deliveries import service as deliveries
 from tucano.deliveries.worker.loop import DeliveryWorker
 from tucano.ingest import service as ingest
 from tucano.payment_links import service as payment_links
+from tucano.pix.psp import charges_at_psp
+from tucano.pix.scheduled import run_pix_jobs
 from tucano.webhooks import service as webhooks
 from tucano.webhooks.secret_store import WebhookSecretStore
 
@@ -150,8 +152,21 @@ async def run_background(
     *,
     secret_store: WebhookSecretStore | None = None,
 ) -> None:
-    """Run the worker and the periodic jobs until `stop` is set."""
-    await asyncio.gather(
+    """Run the worker and the periodic jobs (the PSP's charges too, with api-pix) until `stop`
+    is set."""
+    loops = [
         DeliveryWorker(database, settings, secret_store=secret_store).run(stop),
         run_periodic_jobs(database, periodic_jobs(settings), stop),
-    )
+    ]
+    psp = charges_at_psp(settings)
+    if psp is not None:
+        loops.append(
+            run_pix_jobs(
+                database, psp, stop, reconciliation_seconds=settings.pix_reconciliation_seconds
+            )
+        )
+    try:
+        await asyncio.gather(*loops)
+    finally:
+        if psp is not None:
+            await psp.close()

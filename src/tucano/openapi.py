@@ -48,6 +48,7 @@ OPERATION_IDS = {
     "GET /checkout/{linkPaymentUuid}/card": "returnFromCheckoutCardForm",
     "POST /checkout/{linkPaymentUuid}/pix/simulate": "simulateCheckoutPixPayment",
     "GET /checkout/{linkPaymentUuid}/pix/simulate": "returnFromCheckoutPixSimulation",
+    "POST /pix-provider/v1/webhook/pix": "receivePspPix",
     "GET /health/live": "getLiveness",
     "GET /health": "getHealth",
     "GET /health/ready": "getReadiness",

@@ -9,8 +9,7 @@ from tests.support.payer import Payer, checkout_path, hidden_token
 from tests.support.payment_links import create
 from tests.support.service import serving
 from tests.support.settings import TEST_SECRET_KEY, make_settings
-from tucano.app import create_app
-from tucano.config import ConfigurationError, PixProviderName, Settings
+from tucano.config import PixProviderName, Settings
 from tucano.db.database import Database
 
 
@@ -30,11 +29,6 @@ def test_production_refuses_the_simulated_provider() -> None:
             public_url="https://pay.example.com",
             pix_provider="sandbox",
         )
-
-
-def test_a_provider_this_release_cannot_run_stops_the_service_before_it_serves() -> None:
-    with pytest.raises(ConfigurationError, match="api-pix"):
-        create_app(Settings(pix_provider="api-pix"))
 
 
 async def test_with_events_the_page_offers_the_code_and_no_simulated_payment(

@@ -131,6 +131,7 @@ def page_context(
         "csrf_token": csrf_token,
         "sandbox": sandbox,
         "pix_simulated": checkout.pix_simulated,
+        "pix_pending": checkout.pix_pending,
         "link": link,
         "paid": checkout.status == "PAID",
         "amount": amount,
@@ -163,7 +164,10 @@ def page_context(
         "receipt": _receipt(checkout, language) if checkout.payment is not None else None,
     }
     context["no_methods"] = (
-        checkout.status == "CREATED" and not checkout.pix_code and not checkout.cards_accepted
+        checkout.status == "CREATED"
+        and not checkout.pix_code
+        and not checkout.pix_pending
+        and not checkout.cards_accepted
     )
     return context
 

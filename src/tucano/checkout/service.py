@@ -72,6 +72,7 @@ class Checkout:
     merchant: Merchant | None  # None: production, and the operator set no profile
     pix_code: str | None  # the BR Code, while Pix can pay the link
     pix_simulated: bool  # the page may pay it by a button (the sandbox provider)
+    pix_pending: bool  # the PSP's charge is on its way (api-pix)
     cards_accepted: bool  # while a card can pay the link (a processor is configured)
     card_locked_until: datetime | None
     paid_by_card: CardAttempt | None  # the approved attempt, for the receipt
@@ -94,7 +95,7 @@ async def open_checkout(
     profile = await customers.get_profile(session, customer_id=link.customer_id)
     merchant = customers.merchant_of(profile, customer_id=link.customer_id, sandbox=sandbox)
     open_link = found.status == "CREATED"
-    offer = pix.offer(link=link, merchant=merchant) if open_link else NO_PIX
+    offer = await pix.offer(session, link=link, merchant=merchant) if open_link else NO_PIX
     cards_accepted = open_link and card_processor_configured
     return Checkout(
         link=link,
@@ -103,6 +104,7 @@ async def open_checkout(
         merchant=merchant,
         pix_code=offer.code,
         pix_simulated=offer.simulated,
+        pix_pending=offer.pending,
         cards_accepted=cards_accepted,
         card_locked_until=(
             await card_lock(session, link_id=link.id, now=now) if cards_accepted else None

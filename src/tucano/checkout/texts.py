@@ -94,6 +94,8 @@ PT: Mapping[str, str] = {
     "copied": "Código Pix copiado.",
     "copy_failed": "Não foi possível copiar: selecione o código e copie-o.",
     "pix_waiting": "Esta página mostra o comprovante assim que o pagamento for confirmado.",
+    "pix_on_its_way": "O código Pix está sendo gerado pelo banco do recebedor. Atualize a página "
+    "em alguns instantes, ou pague com cartão.",
     "pix_refresh": "Já paguei: atualizar a página",
     "simulate_pix": "Simular pagamento PIX",
     "card_heading": "Pagar com cartão de crédito",
@@ -200,6 +202,8 @@ EN: Mapping[str, str] = {
     "copied": "Pix code copied.",
     "copy_failed": "Could not copy: select the code and copy it.",
     "pix_waiting": "This page shows the receipt as soon as the payment is confirmed.",
+    "pix_on_its_way": "The receiver's bank is preparing the Pix code. Refresh the page in a "
+    "moment, or pay by card.",
     "pix_refresh": "I have paid: refresh the page",
     "simulate_pix": "Simulate Pix payment",
     "card_heading": "Pay by credit card",

@@ -13,6 +13,7 @@ import tucano
 from tucano.cli.clients import clients_app
 from tucano.cli.common import fail
 from tucano.cli.customers import customers_app
+from tucano.cli.pix import pix_app
 from tucano.cli.processes import processes_app
 from tucano.cli.secret_keys import secrets_app
 from tucano.config import ConfigurationError, metrics_directory
@@ -31,6 +32,7 @@ app.add_typer(processes_app)
 app.add_typer(clients_app, name="clients")
 app.add_typer(customers_app, name="customers")
 app.add_typer(secrets_app, name="secrets")
+app.add_typer(pix_app, name="pix")
 
 
 def _print_version(value: bool) -> None:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import MutableMapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 
@@ -193,9 +193,13 @@ def exception_summary(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
 
 
-def configure_logging(level: str = "INFO", *, log_format: str = "json") -> None:
-    """Route structlog and the standard library (uvicorn, alembic) into one stream on stdout:
-    JSON lines, or (`console`, or `auto` on a terminal) lines a person reads, masked alike."""
+def configure_logging(
+    level: str = "INFO", *, log_format: str = "json", stream: TextIO | None = None
+) -> None:
+    """Route structlog and the standard library (uvicorn, alembic) into one stream, stdout
+    unless `stream` says (a command whose stdout is its answer logs to stderr): JSON lines, or
+    (`console`, or `auto` on a terminal) lines a person reads, masked alike."""
+    stream = stream if stream is not None else sys.stdout
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
@@ -215,7 +219,7 @@ def configure_logging(level: str = "INFO", *, log_format: str = "json") -> None:
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
     )
-    handler = logging.StreamHandler(sys.stdout)
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,

@@ -1,5 +1,6 @@
-"""The Prometheus metrics a Tucano process records: HTTP requests (the edge middleware) and
-delivery attempts (the worker's recorder). docs/operations.md, "Metrics and health", lists them.
+"""The Prometheus metrics a Tucano process records: HTTP requests (the edge middleware),
+delivery attempts (the worker's recorder) and calls to the Pix provider's PSP (pix/).
+docs/operations.md, "Metrics and health", lists them.
 
 They live in prometheus_client's default registry, so with PROMETHEUS_MULTIPROC_DIR set before
 the process starts (prometheus_client reads it at import) their values are files in that
@@ -49,6 +50,21 @@ DELIVERY_LATENCY = Histogram(
     "retries included.",
     buckets=_DELIVERY_BUCKETS,
 )
+# A PSP answers in tens of milliseconds; the top buckets are for its timeouts (10 s by default).
+_PIX_CALL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+PIX_PROVIDER_CALLS = Counter(
+    "tucano_pix_provider_calls_total",
+    "HTTP exchanges with the PSP's API Pix (each attempt, OAuth token requests included), by "
+    "operation and outcome: success, rejected (a 4xx), failed (a 5xx, a 429 or an unreadable "
+    "answer), or unavailable (a timeout or no connection).",
+    ("operation", "outcome"),
+)
+PIX_PROVIDER_CALL_DURATION = Histogram(
+    "tucano_pix_provider_call_seconds",
+    "Time of each HTTP exchange with the PSP's API Pix, by operation, whatever its outcome.",
+    ("operation",),
+    buckets=_PIX_CALL_BUCKETS,
+)
 
 _OUTCOMES = {
     "SUCCESS": "success",
@@ -83,3 +99,9 @@ def record_attempt(status: str, *, latency_seconds: float) -> None:
     _attempt_counters[status].inc()
     if status == "SUCCESS":
         DELIVERY_LATENCY.observe(max(0.0, latency_seconds))
+
+
+def record_pix_call(operation: str, outcome: str, seconds: float) -> None:
+    """One exchange with the PSP: `operation` and `outcome` come from a fixed list in pix/."""
+    PIX_PROVIDER_CALLS.labels(operation, outcome).inc()
+    PIX_PROVIDER_CALL_DURATION.labels(operation).observe(max(0.0, seconds))

@@ -93,7 +93,7 @@ async def health(
                     "example": {
                         "status": "ok",
                         "environment": "sandbox",
-                        "schemaRevision": "0017_brasilia_day_totals",
+                        "schemaRevision": "0018_pix_charges",
                     }
                 }
             },

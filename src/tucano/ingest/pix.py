@@ -10,6 +10,9 @@ logged; the event itself is delivered as any other.
 
 from __future__ import annotations
 
+from decimal import Decimal
+from typing import Any
+
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -20,7 +23,7 @@ from tucano.events.payloads import PixQrInbound
 from tucano.events.types import EventType
 from tucano.payment_links import service as payment_links
 from tucano.payment_links.domain import METHOD_PIX, status_at
-from tucano.payment_links.models import Payment
+from tucano.payment_links.models import Payment, PaymentLink
 
 log = structlog.get_logger("tucano.pix")
 
@@ -58,15 +61,39 @@ async def settle_pix_payment(
     if link is None:
         log.info("pix_payment_matches_no_link", **context)
         return None
-    context["linkPaymentUuid"] = str(link.uuid)
     if payment.status.strip().upper() in NOT_SETTLED:
-        log.warning("pix_payment_not_settled", **context, status=payment.status)
+        log.warning(
+            "pix_payment_not_settled",
+            **context,
+            linkPaymentUuid=str(link.uuid),
+            status=payment.status,
+        )
         return None
-    if to_cents(payment.amount) != link.amount_cents:
+    return await pay_link_by_pix(
+        session,
+        link=link,
+        amount=payment.amount,
+        end_to_end_id=payment.end_to_end_id,
+        context=context,
+    )
+
+
+async def pay_link_by_pix(
+    session: AsyncSession,
+    *,
+    link: PaymentLink,
+    amount: Decimal,
+    end_to_end_id: str,
+    context: dict[str, Any],
+) -> Payment | None:
+    """Pay `link` (found by its txid and locked) with a Pix of `amount`, if that is its amount
+    and it can still be paid; otherwise pay nothing and log why. `context` goes on every line."""
+    context = {**context, "linkPaymentUuid": str(link.uuid)}
+    if to_cents(amount) != link.amount_cents:
         log.warning(
             "pix_payment_amount_differs",
             **context,
-            paid=str(payment.amount),
+            paid=str(amount),
             expected_cents=link.amount_cents,
         )
         return None
@@ -75,7 +102,7 @@ async def settle_pix_payment(
         log.warning("pix_payment_of_unpayable_link", **context, status=status)
         return None
     paid = await payment_links.pay_link(
-        session, link=link, method=METHOD_PIX, receipt=payment.end_to_end_id
+        session, link=link, method=METHOD_PIX, receipt=end_to_end_id
     )
     log.info("pix_payment_paid_link", **context, paymentId=paid.payment_id)
     return paid

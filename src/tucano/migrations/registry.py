@@ -19,6 +19,7 @@ from tucano.payment_links.models import (
     Payment,
     PaymentLink,
 )
+from tucano.pix.models import PixCharge
 from tucano.webhooks.models import Webhook
 
 metadata = Base.metadata
@@ -39,6 +40,7 @@ __all__ = [
     "MerchantProfile",
     "Payment",
     "PaymentLink",
+    "PixCharge",
     "Webhook",
     "metadata",
 ]

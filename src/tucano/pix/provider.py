@@ -13,11 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from tucano.brazil.brcode import build_br_code
-from tucano.config import ConfigurationError, PixProviderName, Settings
+from tucano.config import PixProviderName, Settings
 from tucano.core.money import from_cents
 from tucano.customers.service import Merchant
 from tucano.payment_links.models import PaymentLink
+from tucano.pix.models import ACTIVE, PENDING
+from tucano.pix.repository import PixChargeRepository
 
 
 @dataclass(frozen=True)
@@ -26,16 +30,20 @@ class PixOffer:
 
     code: str | None  # the BR Code ("copia e cola") the payer pays; None: no Pix for this link
     simulated: bool  # the page may pay it by a button (the sandbox)
+    pending: bool = False  # a charge is on its way (api-pix): the page says so and offers card
 
 
 NO_PIX = PixOffer(code=None, simulated=False)
+PIX_ON_ITS_WAY = PixOffer(code=None, simulated=False, pending=True)
 
 
 class PixProvider(Protocol):
     @property
     def name(self) -> PixProviderName: ...
 
-    def offer(self, *, link: PaymentLink, merchant: Merchant | None) -> PixOffer:
+    async def offer(
+        self, session: AsyncSession, *, link: PaymentLink, merchant: Merchant | None
+    ) -> PixOffer:
         """The Pix the payer of the open `link` is offered."""
         ...
 
@@ -61,19 +69,35 @@ class StaticCodeProvider:
 
     name: PixProviderName
 
-    def offer(self, *, link: PaymentLink, merchant: Merchant | None) -> PixOffer:
+    async def offer(
+        self, session: AsyncSession, *, link: PaymentLink, merchant: Merchant | None
+    ) -> PixOffer:
         code = static_code(link, merchant)
         if code is None:
             return NO_PIX
         return PixOffer(code=code, simulated=self.name is PixProviderName.SANDBOX)
 
 
+@dataclass(frozen=True)
+class ChargeProvider:
+    """A dynamic charge per link at the merchant's PSP (pix/charges.py makes and settles it)."""
+
+    name: PixProviderName = PixProviderName.API_PIX
+
+    async def offer(
+        self, session: AsyncSession, *, link: PaymentLink, merchant: Merchant | None
+    ) -> PixOffer:
+        charge = await PixChargeRepository(session).for_link(link.id)
+        if charge is None or charge.status == PENDING:
+            return PIX_ON_ITS_WAY
+        if charge.status == ACTIVE and charge.pix_copia_e_cola:
+            return PixOffer(code=charge.pix_copia_e_cola, simulated=False)
+        return NO_PIX
+
+
 def pix_provider_for(settings: Settings) -> PixProvider:
     """The provider TUCANO_PIX_PROVIDER names (its default: sandbox, or events in production)."""
     name = settings.pix_provider_name
     if name is PixProviderName.API_PIX:
-        raise ConfigurationError(
-            "TUCANO_PIX_PROVIDER=api-pix is not available in this release yet; "
-            "use events (or sandbox in sandbox)"
-        )
+        return ChargeProvider()
     return StaticCodeProvider(name)
