@@ -14,8 +14,10 @@ from typing import Any
 from tucano.config import ConfigurationError
 from tucano.pix.api_pix_schemas import PspError
 
-# The scopes of every call ApiPixClient makes (charges, Pix and refunds, the webhook).
-SCOPES = "cob.write cob.read pix.write pix.read webhook.write webhook.read"
+# The scopes decisions.md names for charges, Pix and refunds, and apart those of the webhook's
+# registration: a PSP that grants a client only the first must not refuse its every token.
+SCOPES = "cob.write cob.read pix.write pix.read"
+WEBHOOK_SCOPES = "webhook.write webhook.read"
 # RFC 6749 recommends `expires_in`; a PSP that leaves it out gets its token asked again soon.
 DEFAULT_TOKEN_SECONDS = 60
 # A token is renewed this long before it expires (or a tenth of its life, if shorter), so that
@@ -89,7 +91,9 @@ class TokenCache:
         client_secret: str,
         request: TokenRequest,
         clock: Callable[[], float] = time.monotonic,
+        scope: str = SCOPES,
     ) -> None:
+        self._scope = scope
         credentials = f"{client_id}:{client_secret}".encode()
         self._authorization = "Basic " + base64.b64encode(credentials).decode("ascii")
         self._request = request
@@ -110,7 +114,7 @@ class TokenCache:
             value = self._usable()  # another call may have renewed it while this one waited
             if value is not None:
                 return value
-            form = {"grant_type": "client_credentials", "scope": SCOPES}
+            form = {"grant_type": "client_credentials", "scope": self._scope}
             headers = {"Authorization": self._authorization}
             self._token = await self._request(form, headers, self._clock(), attempt)
             return self._token.value

@@ -29,7 +29,13 @@ import structlog
 import tucano
 from tucano.config import ConfigurationError, Settings
 from tucano.core.metrics import record_pix_call
-from tucano.pix.api_pix_auth import AccessToken, TokenCache, client_ssl_context, token_from
+from tucano.pix.api_pix_auth import (
+    WEBHOOK_SCOPES,
+    AccessToken,
+    TokenCache,
+    client_ssl_context,
+    token_from,
+)
 from tucano.pix.api_pix_schemas import (
     Charge,
     ChargeStatus,
@@ -128,6 +134,13 @@ class ApiPixClient:
             client_secret=client_secret,
             request=self._request_token,
             clock=clock,
+        )
+        self._webhook_tokens = TokenCache(
+            client_id=client_id,
+            client_secret=client_secret,
+            request=self._request_token,
+            clock=clock,
+            scope=WEBHOOK_SCOPES,
         )
 
     @classmethod
@@ -273,8 +286,9 @@ class ApiPixClient:
         while True:
             attempt += 1
             token: str | None = None
+            tokens = self._webhook_tokens if operation == "put_webhook" else self._tokens
             try:
-                token = await self._tokens.get(attempt)
+                token = await tokens.get(attempt)
                 headers["Authorization"] = f"Bearer {token}"
                 url = self._api_url + path
                 status, result = await self._exchange(
@@ -285,7 +299,7 @@ class ApiPixClient:
                 if refused and token is not None and not renewed:
                     # The PSP forgot the token (a restart, a rotation): once, with a new one.
                     renewed = True
-                    self._tokens.drop(token)
+                    tokens.drop(token)
                     continue
                 failures += 1
                 if not failure.retryable or failures >= self._attempts:
