@@ -123,3 +123,13 @@ async def test_the_charge_is_withdrawn_when_its_link_expires(
         assert setup.psp.charges[charge.txid].status == "REMOVIDA_PELO_USUARIO_RECEBEDOR"
         withdrawn = await setup.charge_of(link)
         assert withdrawn is not None and withdrawn.status == "WITHDRAWN"
+
+
+async def test_a_psp_that_glues_pix_to_the_whole_url_still_pays(
+    private_database: Database, tmp_path: Path
+) -> None:
+    async with api_pix(private_database, tmp_path, webhook_append="literal") as setup:
+        link, charge = await setup.charged_link()
+        await setup.psp.pay(charge.txid)  # to .../webhook?hmac=<secret>/pix
+        assert setup.psp.notifications[-1].status == 200
+        assert await setup.status_of(link) == "PAID"

@@ -71,8 +71,10 @@ class Setup:
 
 
 @asynccontextmanager
-async def api_pix(private_database: Database, tmp_path: Path) -> AsyncIterator[Setup]:
-    async with fake_psp(tmp_path) as psp:
+async def api_pix(
+    private_database: Database, tmp_path: Path, **psp_options: Any
+) -> AsyncIterator[Setup]:
+    async with fake_psp(tmp_path, **psp_options) as psp:
         pix = {k.removeprefix("TUCANO_").lower(): v for k, v in psp.tucano_env().items()}
         settings = make_settings(private_database.url, **pix, pix_webhook_secret=WEBHOOK_SECRET)
         async with serving(settings, private_database) as service:

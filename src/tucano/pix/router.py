@@ -48,6 +48,9 @@ def amount_of(item: ReceivedPixItem) -> Decimal | None:
     return amount if amount.is_finite() else None
 
 
+# Some PSPs glue `/pix` to the end of the registered URL, inside its query: the registered path
+# itself, and the secret with `/pix` after it, are read as the same webhook.
+@router.post("/webhook", include_in_schema=False)
 @router.post(
     "/webhook/pix",
     summary="The PSP's webhook: Pix received (api-pix)",
@@ -66,6 +69,7 @@ async def receive_pix(
 ) -> WebhookReceived:
     secret = settings.pix_webhook_secret
     expected = secret.get_secret_value() if secret is not None else ""
+    given = given.removesuffix("/pix")
     if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
         log.warning("pix_webhook_refused", reason="hmac missing or wrong", items=len(body.pix))
         raise AppError(ErrorCode.UNAUTHENTICATED, errors=["the webhook's hmac is missing or wrong"])
