@@ -37,7 +37,10 @@ from tucano.payment_links.checkout_tokens import KEY_PURPOSE as CHECKOUT_KEY_PUR
 from tucano.payment_links.deps import PaymentLinks
 from tucano.payment_links.router import router as payment_links_router
 from tucano.pix.provider import pix_provider_for
+from tucano.pix.psp import charges_at_psp
 from tucano.pix.router import router as pix_provider_router
+from tucano.refunds.refunder import Refunder
+from tucano.refunds.router import router as refunds_router
 from tucano.webhooks.router import router as webhooks_router
 from tucano.webhooks.secret_store import WebhookSecretStore
 
@@ -124,6 +127,8 @@ def create_app(
             if loops is not None:
                 await loops
             await rate_limits.close()
+            if refunds_psp is not None:
+                await refunds_psp.close()
             if database is None:
                 await db.dispose()
 
@@ -143,7 +148,10 @@ def create_app(
         card_processor = load_card_processor(settings)
     except CardProcessorError as exc:
         raise ConfigurationError(str(exc)) from None
-    pix_provider = pix_provider_for(settings)  # before serving: a provider that cannot run stops it
+    # Before serving: a provider that cannot run stops it. Its PSP client serves refunds.
+    refunds_psp = charges_at_psp(settings)
+    pix_provider = pix_provider_for(settings, refunds_psp)
+    app.state.refunder = Refunder(card=card_processor, pix=pix_provider)
     # Inside the edge, so that its refusals carry a transaction id and are logged and counted.
     app.add_middleware(PeerLimitMiddleware, max_requests_per_peer=settings.max_requests_per_peer)
     app.add_middleware(
@@ -160,6 +168,7 @@ def create_app(
     app.include_router(webhook_deletion)
     app.include_router(events_router)
     app.include_router(payment_links_router)
+    app.include_router(refunds_router)
     app.include_router(checkout_router)
     app.include_router(pix_provider_router)
     document_deliveries(app)

@@ -112,6 +112,8 @@ class Settings(BaseSettings):
         list[ipaddress.IPv4Network | ipaddress.IPv6Network], NoDecode
     ] = Field(default_factory=list)
     sandbox_autopay_delay_seconds: Seconds = Field(default=30, ge=0)
+    # Sandbox: how long a Pix refund stays PENDING before it succeeds (or fails, at 13 cents).
+    sandbox_refund_delay_seconds: Seconds = Field(default=5, ge=0)
     retry_schedule: Annotated[list[timedelta], NoDecode] = Field(
         default_factory=lambda: [parse_duration(d) for d in DEFAULT_RETRY_SCHEDULE.split(",")]
     )

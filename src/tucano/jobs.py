@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from tucano.checkout.card_processor import load_card_processor
 from tucano.config import Settings
 from tucano.core.clock import clock
 from tucano.core.logs import exception_summary
@@ -23,15 +24,20 @@ from tucano.db.outages import is_database_unavailable
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.worker.loop import DeliveryWorker
 from tucano.ingest import service as ingest
+from tucano.payment_links import lifecycle
 from tucano.payment_links import service as payment_links
+from tucano.pix.provider import pix_provider_for
 from tucano.pix.psp import charges_at_psp
 from tucano.pix.scheduled import run_pix_jobs
+from tucano.refunds.refunder import Refunder
+from tucano.refunds.scheduled import run_refund_jobs
 from tucano.webhooks import service as webhooks
 from tucano.webhooks.secret_store import WebhookSecretStore
 
 log = structlog.get_logger("tucano.jobs")
 # The longest a failing job waits before it tries again (unless its own interval is longer).
 JOB_PAUSE_MAX_SECONDS = 30.0
+EXPIRY_CHECK_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -75,12 +81,17 @@ def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
     async def fold_result_counts(session: AsyncSession) -> int:
         return await deliveries.fold_result_counts(session)
 
+    async def announce_expiries(session: AsyncSession) -> int:
+        return await lifecycle.announce_expired_links(session)
+
     every = settings.maintenance_interval_seconds
     jobs = [
         PeriodicJob("deactivate_failing_webhooks", every, deactivate_failing),
         PeriodicJob("prune_delivery_history", every, prune),
         PeriodicJob("record_abandoned_cancellations", min(every, 10.0), record_abandoned),
         PeriodicJob("prune_idempotency_keys", every, prune_keys),
+        # Often enough that a link's EXPIRED event leaves within a minute of its expiry.
+        PeriodicJob("announce_expired_links", min(every, EXPIRY_CHECK_SECONDS), announce_expiries),
         # Often: readers add up the changes not folded yet, so fewer is cheaper for them.
         PeriodicJob("fold_payment_link_totals", min(every, 2.0), fold_totals, logs_its_work=False),
         # Each recorded batch appends a few count rows; folded, a list adds up fewer.
@@ -152,13 +163,15 @@ async def run_background(
     *,
     secret_store: WebhookSecretStore | None = None,
 ) -> None:
-    """Run the worker and the periodic jobs (the PSP's charges too, with api-pix) until `stop`
-    is set."""
+    """Run the worker, the periodic jobs and the refunds still pending (the PSP's charges too,
+    with api-pix) until `stop` is set."""
+    psp = charges_at_psp(settings)
+    refunder = Refunder(card=load_card_processor(settings), pix=pix_provider_for(settings, psp))
     loops = [
         DeliveryWorker(database, settings, secret_store=secret_store).run(stop),
         run_periodic_jobs(database, periodic_jobs(settings), stop),
+        run_refund_jobs(database, refunder, stop),
     ]
-    psp = charges_at_psp(settings)
     if psp is not None:
         loops.append(
             run_pix_jobs(

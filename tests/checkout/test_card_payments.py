@@ -451,6 +451,9 @@ class ProcessorWithoutNsu:
     async def void(self, *, nsu: str, authorization: Any) -> None:
         VOIDED.append(nsu)
 
+    async def refund(self, *, nsu: str, amount_cents: int, reference: str) -> Any:
+        raise AssertionError("nothing to refund")
+
 
 def processor_without_nsu(settings: Any) -> ProcessorWithoutNsu:
     return ProcessorWithoutNsu()
@@ -470,6 +473,9 @@ class ApprovingProcessor:
 
     async def void(self, *, nsu: str, authorization: Any) -> None:
         raise AssertionError("nothing to void")
+
+    async def refund(self, *, nsu: str, amount_cents: int, reference: str) -> Any:
+        raise AssertionError("nothing to refund")
 
 
 def approving_processor(settings: Any) -> ApprovingProcessor:

@@ -323,6 +323,7 @@ async def test_report_totals_every_matched_link(merchant: Merchant) -> None:
         "endDate",
         "totalCount",
         "totalAmount",
+        "refundedAmount",
         "byStatus",
         "byPaymentMethod",
         "byDay",
@@ -336,10 +337,13 @@ async def test_report_totals_every_matched_link(merchant: Merchant) -> None:
         "CREATED": (2, Decimal("30.50")),
         "PAID": (0, Decimal("0")),
         "EXPIRED": (1, Decimal("5.25")),
+        "CANCELLED": (0, Decimal("0")),
+        "REFUNDED": (0, Decimal("0")),
     }
+    assert report["refundedAmount"] == 0.0
     assert report["byPaymentMethod"] == [
-        {"paymentMethod": 1, "count": 0, "amount": 0.0},
-        {"paymentMethod": 2, "count": 0, "amount": 0.0},
+        {"paymentMethod": 1, "count": 0, "amount": 0.0, "refundedAmount": 0.0},
+        {"paymentMethod": 2, "count": 0, "amount": 0.0, "refundedAmount": 0.0},
     ]
     days = report["byDay"]
     assert [d["count"] for d in days] == [1, 2]

@@ -37,42 +37,76 @@ class LinkRow(NamedTuple):
     created_at: datetime
     expiration_days: int
     expires_at: datetime
+    refunded_cents: int
+
+
+class RefundRow(NamedTuple):
+    uuid: uuid.UUID
+    amount_cents: int
+    reason: str | None
+    status: str
+    failure_reason: str | None
+    created_at: datetime
+    completed_at: datetime | None
 
 
 @st.composite
-def links(draw: st.DrawFn) -> tuple[LinkRow, PaymentView | None]:
+def links(draw: st.DrawFn) -> tuple[LinkRow, PaymentView | None, list[RefundRow]]:
     days = draw(st.integers(1, 10))
     created = NOW - timedelta(milliseconds=draw(st.integers(0, 20 * 86_400_000)))
     cents = draw(st.integers(1, 99_999_999_999))
-    paid = draw(st.booleans())
+    status = draw(st.sampled_from(["CREATED", "PAID", "CANCELLED", "REFUNDED"]))
+    paid = status in ("PAID", "REFUNDED")
+    refunds = [
+        RefundRow(
+            uuid=uuid.UUID(int=draw(st.integers(0, 2**128 - 1))),
+            amount_cents=draw(st.integers(1, cents)),
+            reason=draw(st.none() | st.text(TEXT, max_size=140)),
+            status=refund_status,
+            failure_reason="refused" if refund_status == "FAILED" else None,
+            created_at=created,
+            completed_at=None if refund_status == "PENDING" else created,
+        )
+        for refund_status in draw(
+            st.lists(st.sampled_from(["PENDING", "SUCCEEDED", "FAILED"]), max_size=3 if paid else 0)
+        )
+    ]
     link = LinkRow(
         uuid=uuid.UUID(int=draw(st.integers(0, 2**128 - 1))),
         payer_name=draw(st.text(TEXT, min_size=1, max_size=100)),
         registration_number="52998224725",
         amount_cents=cents,
         numbers_installments=draw(st.integers(1, 10)),
-        status="PAID" if paid else "CREATED",
+        status=status,
         description=draw(st.none() | st.text(TEXT, max_size=140)),
         verification_token=draw(st.integers(100_000, 999_999)),
         user_reference=draw(st.none() | st.text(TEXT, max_size=77)),
         created_at=created,
         expiration_days=days,
         expires_at=created + timedelta(days=days),
+        refunded_cents=sum(r.amount_cents for r in refunds if r.status == "SUCCEEDED"),
     )
     payment = (
         PaymentView(2, "pay_x", "E00000000202611221200abcdefghijk", created, 1, cents)
         if paid
         else None
     )
-    return link, payment
+    return link, payment, refunds
 
 
 @given(links())
-def test_the_document_is_the_documented_shape(drawn: tuple[LinkRow, PaymentView | None]) -> None:
-    link, payment = drawn
+def test_the_document_is_the_documented_shape(
+    drawn: tuple[LinkRow, PaymentView | None, list[RefundRow]],
+) -> None:
+    link, payment, refunds = drawn
     document = json_codec.dumps(
         link_document(
-            link, payment, now=NOW, public_url="https://pay.example", checkout_key=b"k" * 32
+            link,
+            payment,
+            refunds,
+            now=NOW,
+            public_url="https://pay.example",
+            checkout_key=b"k" * 32,
         )
     )
     model = PaymentLinkOut.model_validate_json(document)

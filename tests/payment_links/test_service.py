@@ -614,11 +614,11 @@ async def test_payments_are_found_by_method_and_receipt_and_reported(
     assert (await listing(merchant, status="PAID"))["totalElements"] == 2
     report = (await merchant.get(f"{BASE}/report", params=window(), headers=tx())).json()
     assert report["byPaymentMethod"] == [
-        {"paymentMethod": 1, "count": 1, "amount": 20.0},
-        {"paymentMethod": 2, "count": 1, "amount": 10.0},
+        {"paymentMethod": 1, "count": 1, "amount": 20.0, "refundedAmount": 0.0},
+        {"paymentMethod": 2, "count": 1, "amount": 10.0, "refundedAmount": 0.0},
     ]
     statuses = {s["status"]: s["count"] for s in report["byStatus"]}
-    assert statuses == {"CREATED": 1, "PAID": 2, "EXPIRED": 0}
+    assert statuses == {"CREATED": 1, "PAID": 2, "EXPIRED": 0, "CANCELLED": 0, "REFUNDED": 0}
 
 
 # --- sandbox auto-payment ------------------------------------------------------------------

@@ -2,8 +2,9 @@
 implements, and the sandbox's, which answers by the documented test cards.
 
 A processor gets the amount already split into the instalments Tucano records (the remainder
-cent on the first), answers `Approved` with the acquirer's NSU or `Refused` with a reason, and
-can void an approval that Tucano could not use (the link was paid some other way meanwhile).
+cent on the first), answers `Approved` with the acquirer's NSU or `Refused` with a reason, can
+void an approval that Tucano could not use (the link was paid some other way meanwhile), and
+refunds a captured charge in full or in part (`refund`, idempotent by its `reference`).
 docs/checkout.md says how to plug in a real one (TUCANO_CARD_PROCESSOR=package.module:factory).
 """
 
@@ -50,6 +51,21 @@ class Refused:
     reason: Refusal
 
 
+@dataclass(frozen=True)
+class RefundDone:
+    """The acquirer gave the amount back to the card."""
+
+
+@dataclass(frozen=True)
+class RefundRefused:
+    reason: str  # the acquirer's reason, shown to the merchant as the refund's failureReason
+
+
+# The sandbox's failing refund: an amount ending in 13 cents (decisions.md).
+SANDBOX_FAILING_REFUND_CENTS = 13
+SANDBOX_REFUND_REFUSAL = "sandbox: a refund whose amount ends in 13 cents fails"
+
+
 @runtime_checkable
 class CardProcessor(Protocol):
     name: str
@@ -60,6 +76,14 @@ class CardProcessor(Protocol):
 
     async def void(self, *, nsu: str, authorization: CardAuthorization) -> None:
         """Cancel an approved charge in full."""
+        ...
+
+    async def refund(
+        self, *, nsu: str, amount_cents: int, reference: str
+    ) -> RefundDone | RefundRefused:
+        """Give back `amount_cents` of the captured charge `nsu`. `reference` is Tucano's id of
+        the refund: the same reference again must not refund twice (Tucano asks again when it
+        never got the answer). Raise only when the answer is unknown (it is then asked again)."""
         ...
 
 
@@ -91,6 +115,13 @@ class SandboxCardProcessor:
     async def void(self, *, nsu: str, authorization: CardAuthorization) -> None:
         self.voided.append(nsu)
 
+    async def refund(
+        self, *, nsu: str, amount_cents: int, reference: str
+    ) -> RefundDone | RefundRefused:
+        if amount_cents % 100 == SANDBOX_FAILING_REFUND_CENTS:
+            return RefundRefused(SANDBOX_REFUND_REFUSAL)
+        return RefundDone()
+
 
 class CardProcessorError(Exception):
     """TUCANO_CARD_PROCESSOR names nothing that makes a CardProcessor."""
@@ -116,6 +147,6 @@ def load_card_processor(settings: Settings) -> CardProcessor | None:
     if not isinstance(processor, CardProcessor):
         raise CardProcessorError(
             f"TUCANO_CARD_PROCESSOR: {name}(settings) gave no CardProcessor "
-            "(a name, and async authorize and void methods)"
+            "(a name, and async authorize, void and refund methods)"
         )
     return processor

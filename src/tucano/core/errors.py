@@ -59,6 +59,9 @@ class ErrorCode(IntEnum):
     PAYMENT_METHOD_UNAVAILABLE = 53, 403, "This payment method is not offered for this link"
     CARD_PAYMENT_IN_PROGRESS = 54, 409, "Another card payment of this link is in progress"
     RATE_LIMITED = 55, 429, "Too many requests"
+    PAYMENT_LINK_NOT_CANCELLABLE = 56, 409, "Payment link cannot be cancelled"
+    PAYMENT_LINK_NOT_REFUNDABLE = 57, 409, "Payment link cannot be refunded"
+    REFUND_IDEMPOTENCY_CONFLICT = 58, 409, "x-transaction-id already used for another refund"
 
 
 class AppError(Exception):

@@ -29,7 +29,7 @@ from tucano.api.wire import ApiModel, ReceivedTimestamp
 from tucano.brazil.documents import normalize_document
 from tucano.core.card_numbers import holds_a_card_number
 from tucano.core.json_codec import written_path
-from tucano.core.money import PayloadMoney
+from tucano.core.money import MoneyOut, PayloadMoney
 from tucano.events.types import EventType
 
 _DOCUMENT = re.compile(r"[0-9A-Z]{11}|[0-9A-Z]{14}")
@@ -193,26 +193,73 @@ class Party(Payload):
     name: Text
 
 
-class PaymentLinkInbound(Payload):
-    """A payment link was paid."""
+Uuid = Annotated[
+    str,
+    Field(
+        pattern=r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$",
+        json_schema_extra={"format": "uuid"},
+    ),
+]
+LinkEventStatus = Literal["PAID", "EXPIRED", "CANCELLED", "REFUNDED", "PARTIALLY_REFUNDED"]
 
-    payment_link_uuid: Annotated[
-        str,
-        Field(
-            pattern=r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$",
-            json_schema_extra={"format": "uuid"},
-        ),
-    ]
-    payment_date: Timestamp
-    payment_method: Literal["PIX", "CREDIT_CARD"]
-    payment_id: Identifier
-    payment_receipt: Identifier = Field(description="End-to-end id for PIX, NSU for card.")
+
+class LinkRefund(Payload):
+    """The refund a PAYMENT_LINK_INBOUND of a refund is about."""
+
+    refund_id: Uuid
     amount: PayloadMoney
+    status: Literal["PENDING", "SUCCEEDED", "FAILED"]
+    failure_reason: OptionalText = Field(description="Set when status is FAILED.")
+
+
+class PaymentLinkInbound(Payload):
+    """A payment link changed state: it was paid (PAID), expired unpaid (EXPIRED), was cancelled
+    by its merchant (CANCELLED), or a refund of its payment succeeded (REFUNDED in full,
+    PARTIALLY_REFUNDED in part) or failed (the link's status as it stands, with `refund.status`
+    FAILED). The payment's fields are set once the link is paid."""
+
+    payment_link_uuid: Uuid
+    payment_date: Timestamp | None = Field(default=None, description="Set once paid.")
+    payment_method: Literal["PIX", "CREDIT_CARD"] | None = Field(
+        default=None, description="Set once paid."
+    )
+    payment_id: Identifier | None = Field(default=None, description="Set once paid.")
+    payment_receipt: Identifier | None = Field(
+        default=None, description="End-to-end id for PIX, NSU for card; set once paid."
+    )
+    amount: PayloadMoney = Field(description="The link's amount.")
     user_reference: OptionalText
     numbers_installments: Installments | None = Field(
         default=None, description="Card payments only."
     )
-    status: Literal["PAID"]
+    status: LinkEventStatus
+    status_date: Timestamp | None = Field(
+        default=None,
+        description="When the link expired, was cancelled, or the refund ended (not on PAID, "
+        "whose moment is paymentDate).",
+    )
+    refunded_amount: Annotated[MoneyOut, Field(ge=0)] | None = Field(
+        default=None, description="Refund events: what the link's refunds gave back so far."
+    )
+    refund: LinkRefund | None = Field(default=None, description="Refund events only.")
+
+    @model_validator(mode="after")
+    def _paid_links_name_their_payment(self) -> PaymentLinkInbound:
+        if self.status != "PAID":
+            return self
+        missing = [
+            name
+            for name, value in (
+                ("paymentDate", self.payment_date),
+                ("paymentMethod", self.payment_method),
+                ("paymentId", self.payment_id),
+                ("paymentReceipt", self.payment_receipt),
+            )
+            if value is None
+        ]
+        if missing:
+            raise ValueError(f"status PAID needs {', '.join(missing)}")
+        return self
 
 
 class PixQrInbound(Payload):

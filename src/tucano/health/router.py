@@ -93,7 +93,7 @@ async def health(
                     "example": {
                         "status": "ok",
                         "environment": "sandbox",
-                        "schemaRevision": "0018_pix_charges",
+                        "schemaRevision": "0019_link_lifecycle",
                     }
                 }
             },

@@ -4,7 +4,7 @@ these routes' own work."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated, Any
@@ -38,14 +38,19 @@ class PaymentLinks:
             ),
         )
 
-    def presenter(self) -> Callable[[Any, Any], dict[str, Any]]:
+    def presenter(self) -> Callable[..., dict[str, Any]]:
         """Links as this request shows them: statuses at this moment, checkout URLs of this
         host."""
         now = clock.now()
 
-        def present(link: Any, payment: Any) -> dict[str, Any]:
+        def present(link: Any, payment: Any, refunds: Sequence[Any] = ()) -> dict[str, Any]:
             return link_document(
-                link, payment, now=now, public_url=self.public_url, checkout_key=self.checkout_key
+                link,
+                payment,
+                refunds,
+                now=now,
+                public_url=self.public_url,
+                checkout_key=self.checkout_key,
             )
 
         return present

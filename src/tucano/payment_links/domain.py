@@ -17,9 +17,20 @@ from typing import Literal, Protocol
 
 from tucano.core.money import from_cents
 
-StatusName = Literal["CREATED", "PAID", "EXPIRED"]
-STATUS_CODES: dict[str, int] = {"CREATED": 1, "PAID": 2, "EXPIRED": 3}
+StatusName = Literal["CREATED", "PAID", "EXPIRED", "CANCELLED", "REFUNDED"]
+STATUS_CODES: dict[str, int] = {
+    "CREATED": 1,
+    "PAID": 2,
+    "EXPIRED": 3,
+    "CANCELLED": 4,
+    "REFUNDED": 5,
+}
+STATUS_NAMES: tuple[StatusName, ...] = ("CREATED", "PAID", "EXPIRED", "CANCELLED", "REFUNDED")
+# Statuses stored as they are read (CREATED is read as EXPIRED from its expiry on).
+SETTLED_STATUSES = ("PAID", "CANCELLED", "REFUNDED")
 MAX_INSTALLMENTS = 10
+# A Pix payment can be refunded for this long after it was received (the Banco Central's rule).
+PIX_REFUND_WINDOW = timedelta(days=90)
 
 
 class PaymentMethod(IntEnum):
@@ -41,11 +52,25 @@ class StoredStatus(Protocol):
 
 
 def status_at(link: StoredStatus, now: datetime) -> StatusName:
-    """The status a reader sees: a CREATED link is EXPIRED from its expiration moment on, and a
-    paid link never expires. EXPIRED is not stored: it is read from expires_at."""
-    if link.status == "PAID":
-        return "PAID"
+    """The status a reader sees: a CREATED link is EXPIRED from its expiration moment on; a
+    paid, cancelled or refunded link never expires. EXPIRED is not stored: it is read from
+    expires_at."""
+    if link.status in SETTLED_STATUSES:
+        return link.status  # type: ignore[return-value]
     return "EXPIRED" if now >= link.expires_at else "CREATED"
+
+
+def status_after_refunds(*, amount_cents: int, refunded_cents: int) -> StatusName:
+    """A paid link refunded in full is REFUNDED; refunded in part, it stays PAID."""
+    return "REFUNDED" if refunded_cents >= amount_cents else "PAID"
+
+
+def refund_state(*, amount_cents: int, refunded_cents: int) -> str:
+    """How a paid link's event names it after a refund: REFUNDED, PARTIALLY_REFUNDED, or PAID
+    while nothing has been given back."""
+    if refunded_cents >= amount_cents:
+        return "REFUNDED"
+    return "PARTIALLY_REFUNDED" if refunded_cents > 0 else "PAID"
 
 
 def expiration_of(created_at: datetime, days: int) -> datetime:

@@ -16,7 +16,7 @@ from tucano.db.repository import Repository
 from tucano.payment_links import matching
 from tucano.payment_links.filters import LinkFilters
 from tucano.payment_links.matching import LINKS, PAYMENTS
-from tucano.payment_links.models import PaymentLink
+from tucano.payment_links.models import PaymentLink, Refund
 
 # A link's columns and its payment's (all None until paid), as every reader reads a link.
 LINK_WITH_PAYMENT = (
@@ -94,6 +94,22 @@ class ListingRepository(Repository[PaymentLink]):
             for day, status, method, count, cents in rows
             if count
         ]
+
+    async def refunded(
+        self, *, customer_id: int, filters: LinkFilters, now: datetime
+    ) -> list[tuple[str, int, int]]:
+        """What SUCCEEDED refunds of the matched links gave back, by the links' status (as
+        seen now) and payment method: (status, method, cents). Read from the refunds, which
+        are few beside the links."""
+        status = matching.effective_status(now)
+        rows = await self.session.execute(
+            matching.matched_links(customer_id, filters, now)
+            .join(Refund, Refund.link_id == PaymentLink.id)
+            .where(Refund.customer_id == customer_id, Refund.status == "SUCCEEDED")
+            .add_columns(status, Refund.method, func.sum(Refund.amount_cents))
+            .group_by(status, Refund.method)
+        )
+        return [(row[0], int(row[1]), int(row[2])) for row in rows]
 
     async def chunk(
         self,

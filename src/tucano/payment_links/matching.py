@@ -26,7 +26,7 @@ from sqlalchemy import (
 from tucano.brazil.brasilia_time import brasilia_date
 from tucano.brazil.documents import normalize_document
 from tucano.payment_links import totals_repository as totals
-from tucano.payment_links.domain import STATUS_CODES, StatusName
+from tucano.payment_links.domain import SETTLED_STATUSES, STATUS_CODES, StatusName
 from tucano.payment_links.filters import (
     LinkFilters,
     canonical_sort,
@@ -40,10 +40,10 @@ LINKS = cast(Table, PaymentLink.__table__)
 PAYMENTS = cast(Table, Payment.__table__)
 
 
-def _effective_status(now: Any) -> ColumnElement[str]:
+def effective_status(now: Any) -> ColumnElement[str]:
     """The status a reader sees (domain.status_at), in SQL."""
     return case(
-        (PaymentLink.status == "PAID", "PAID"),
+        (PaymentLink.status != "CREATED", PaymentLink.status),
         (PaymentLink.expires_at <= now, "EXPIRED"),
         else_="CREATED",
     )
@@ -51,7 +51,7 @@ def _effective_status(now: Any) -> ColumnElement[str]:
 
 def _effective_status_code(now: Any) -> ColumnElement[int]:
     return case(
-        (PaymentLink.status == "PAID", STATUS_CODES["PAID"]),
+        *((PaymentLink.status == name, STATUS_CODES[name]) for name in SETTLED_STATUSES),
         (PaymentLink.expires_at <= now, STATUS_CODES["EXPIRED"]),
         else_=STATUS_CODES["CREATED"],
     )
@@ -86,8 +86,8 @@ def matched_links(customer_id: Any, filters: LinkFilters, now: Any) -> Select[tu
             *_link_conditions(filters),
         )
     )
-    if filters.status == "PAID":
-        query = query.where(PaymentLink.status == "PAID")
+    if filters.status in SETTLED_STATUSES:
+        query = query.where(PaymentLink.status == filters.status)
     elif filters.status == "CREATED":
         query = query.where(PaymentLink.status == "CREATED", PaymentLink.expires_at > now)
     elif filters.status == "EXPIRED":
@@ -307,7 +307,7 @@ def _read_links(
     """Links read one by one (grouped by day, status as seen now, and method)."""
     links = LINKS.c
     day = totals.brasilia_day(on_postgresql, links.created_at)
-    status = _effective_status(NOW)
+    status = effective_status(NOW)
     method = func.coalesce(PAYMENTS.c.method, totals.UNPAID) if with_payments else literal(0)
     source = LINKS.outerjoin(PAYMENTS, PAYMENTS.c.link_id == links.id) if with_payments else LINKS
     return (

@@ -173,6 +173,54 @@ class PaymentLinkRepository(Repository[PaymentLink]):
         )
         return getattr(paid, "rowcount", 0) == 1
 
+    async def mark_cancelled(self, link_id: int, *, now: datetime) -> bool:
+        """CREATED and not expired becomes CANCELLED, in one statement (a payment racing it
+        finds the link cancelled, or the cancellation finds it paid); whether it did."""
+        cancelled = await self.session.execute(
+            update(PaymentLink)
+            .where(
+                PaymentLink.id == link_id,
+                PaymentLink.status == "CREATED",
+                PaymentLink.expires_at > now,
+            )
+            .values(status="CANCELLED", cancelled_at=now, autopay_at=None)
+            .execution_options(synchronize_session=False)
+        )
+        return getattr(cancelled, "rowcount", 0) == 1
+
+    async def get_for_update_by_uuid(
+        self, *, customer_id: int, link_uuid: uuid.UUID
+    ) -> tuple[PaymentLink, Payment | None] | None:
+        """The customer's link and its payment, the link locked until the transaction ends."""
+        row = (
+            await self.session.execute(
+                _LINK_AND_PAYMENT.where(
+                    PaymentLink.uuid == link_uuid, PaymentLink.customer_id == customer_id
+                )
+                .with_for_update(of=PaymentLink)
+                .execution_options(populate_existing=True)
+            )
+        ).first()
+        return None if row is None else (row[0], row[1])
+
+    async def expired_unannounced(self, *, now: datetime, limit: int) -> Sequence[PaymentLink]:
+        """CREATED links past their expiry whose EXPIRED event has not been published, oldest
+        expiry first, locked (those another process holds are skipped)."""
+        return await self.all(
+            select(PaymentLink)
+            .where(
+                PaymentLink.status == "CREATED",
+                PaymentLink.expiry_announced_at.is_(None),
+                PaymentLink.expires_at <= now,
+            )
+            .order_by(PaymentLink.expires_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+
+    async def payment_of(self, link_id: int) -> Payment | None:
+        return await self.get_one_or_none(select(Payment).where(Payment.link_id == link_id))
+
     async def refresh(self, link: PaymentLink) -> None:
         await self.session.refresh(link)
 

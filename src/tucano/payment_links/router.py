@@ -22,7 +22,7 @@ from tucano.auth.deps import PaymentLinkReader, PaymentLinkWriter
 from tucano.brazil.documents import normalize_document
 from tucano.core import json_codec
 from tucano.core.errors import BadRequest
-from tucano.payment_links import export, service
+from tucano.payment_links import export, lifecycle, service
 from tucano.payment_links.deps import PaymentLinksDep
 from tucano.payment_links.domain import PaymentMethod, StatusName
 from tucano.payment_links.filters import LinkFilters
@@ -170,8 +170,9 @@ async def list_payment_links(
             sort=sort or [],
             page=page,
         )
+        refunds = await service.refunds_shown(session, [link for link, _ in rows])
     present = links.presenter()
-    content = [present(link, payment) for link, payment in rows]
+    content = [present(link, payment, refunds.get(link.id, ())) for link, payment in rows]
     return json_response(Page[Any].of(content, total=total, page=page.page, size=page.size))
 
 
@@ -239,10 +240,35 @@ async def get_payment_link(
     link_uuid: Annotated[CanonicalUUID, Path(alias="linkPaymentUuid")],
     links: PaymentLinksDep,
 ) -> Response:
-    link, payment = await service.read_link(
+    link, payment, refunds = await service.read_link(
         links.database, customer_id=caller.customer_id, link_uuid=link_uuid
     )
     return Response(
-        json_codec.dumps(links.presenter()(link, payment)),
+        json_codec.dumps(links.presenter()(link, payment, refunds)),
         media_type="application/json",
     )
+
+
+@router.post(
+    "/{linkPaymentUuid:link_uuid}/cancel",
+    summary="Cancel a payment link",
+    description="A CREATED link becomes CANCELLED: its checkout offers nothing more, its Pix "
+    "charge (api-pix) is withdrawn, and a PAYMENT_LINK_INBOUND with status CANCELLED is sent. "
+    "Any other status (paid, expired, cancelled, refunded) is a 409 that names it. Cancelling "
+    "again answers 409, so a retried request tells you the link is cancelled.",
+    response_model=PaymentLinkOut,
+    responses=error_responses(400, 401, 403, 404, 409),
+)
+async def cancel_payment_link(
+    caller: PaymentLinkWriter,
+    _transaction_id: RequiredTransactionId,
+    link_uuid: Annotated[CanonicalUUID, Path(alias="linkPaymentUuid")],
+    links: PaymentLinksDep,
+) -> Response:
+    async with links.database.session() as session:
+        link, payment = await lifecycle.cancel_link(
+            session, customer_id=caller.customer_id, link_uuid=link_uuid
+        )
+        document = links.presenter()(link, payment)
+        await session.commit()
+    return Response(json_codec.dumps(document), media_type="application/json")

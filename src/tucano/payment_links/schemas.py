@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import unicodedata
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from functools import lru_cache
-from typing import Annotated, Any, NamedTuple, Protocol
+from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
 from pydantic import (
     AfterValidator,
@@ -99,8 +100,63 @@ class PaymentLinkCreate(ApiModel):
 
 
 class LinkStatus(ApiModel):
-    code: int = Field(description="1 CREATED, 2 PAID, 3 EXPIRED.")
+    code: int = Field(
+        description="1 CREATED, 2 PAID (refunded in part included), 3 EXPIRED, 4 CANCELLED, "
+        "5 REFUNDED (in full)."
+    )
     description: StatusName
+
+
+RefundStatusName = Literal["PENDING", "SUCCEEDED", "FAILED"]
+
+
+class RefundCreate(ApiModel):
+    """A refund of a PAID link; both fields optional."""
+
+    amount: Money | None = Field(
+        default=None,
+        description="What to give back, 0.01 up to what is left to refund (the default: all "
+        "of it).",
+    )
+    reason: Annotated[str, StringConstraints(max_length=140), PlainText, Visible] | None = Field(
+        default=None, description="Why, in up to 140 characters (kept and shown to you only)."
+    )
+
+
+class RefundOut(ApiModel):
+    refund_id: uuid.UUID
+    amount: MoneyOut
+    reason: str | None
+    status: RefundStatusName = Field(
+        description="PENDING until the card processor or the Pix provider settles it, then "
+        "SUCCEEDED or FAILED."
+    )
+    failure_reason: str | None = Field(description="Why it failed, when it did.")
+    created_at: UtcTimestamp
+    completed_at: UtcTimestamp | None = Field(description="When it succeeded or failed.")
+
+
+class RefundFields(Protocol):
+    uuid: uuid.UUID
+    amount_cents: int
+    reason: str | None
+    status: str
+    failure_reason: str | None
+    created_at: datetime
+    completed_at: datetime | None
+
+
+def refund_document(refund: RefundFields) -> dict[str, Any]:
+    """A refund as every operation answers it (the RefundOut shape)."""
+    return {
+        "refundId": str(refund.uuid),
+        "amount": from_cents(refund.amount_cents),
+        "reason": refund.reason,
+        "status": refund.status,
+        "failureReason": refund.failure_reason,
+        "createdAt": refund.created_at,
+        "completedAt": refund.completed_at,
+    }
 
 
 class InstallmentOption(ApiModel):
@@ -137,6 +193,10 @@ class PaymentLinkOut(ApiModel):
     expiration_days: int
     expiration_date: UtcTimestamp
     payment: LinkPayment | None = Field(description="Set once the link is paid.")
+    refunded_amount: MoneyOut = Field(
+        description="What the link's SUCCEEDED refunds gave back (0.00 when none)."
+    )
+    refunds: list[RefundOut] = Field(description="The link's refunds, oldest first.")
 
 
 class LinkFields(Protocol):
@@ -154,6 +214,7 @@ class LinkFields(Protocol):
     created_at: datetime
     expiration_days: int
     expires_at: datetime
+    refunded_cents: int
 
 
 class PaymentView(NamedTuple):
@@ -177,6 +238,7 @@ def _checkout_url(public_url: str, link_uuid: uuid.UUID, expires_at: datetime, k
 def link_document(
     link: LinkFields,
     payment: PaymentView | None,
+    refunds: Sequence[RefundFields] = (),
     *,
     now: datetime,
     public_url: str,
@@ -216,6 +278,8 @@ def link_document(
             "installments": payment.installments,
             "amount": from_cents(payment.amount_cents),
         },
+        "refundedAmount": from_cents(link.refunded_cents or 0),
+        "refunds": [refund_document(refund) for refund in refunds],
     }
 
 
@@ -226,12 +290,14 @@ class StatusTotal(ApiModel):
     status: StatusName
     count: int
     amount: MoneyOut
+    refunded_amount: MoneyOut = Field(description="What refunds of these links gave back.")
 
 
 class MethodTotal(ApiModel):
     payment_method: int = Field(description="1 credit card, 2 PIX.")
     count: int
     amount: MoneyOut
+    refunded_amount: MoneyOut = Field(description="What refunds of these links gave back.")
 
 
 class DayTotal(ApiModel):
@@ -250,6 +316,9 @@ class PaymentLinkReport(ApiModel):
     end_date: UtcTimestamp
     total_count: int
     total_amount: MoneyOut
+    refunded_amount: MoneyOut = Field(
+        description="What the SUCCEEDED refunds of the matched links gave back, in all."
+    )
     by_status: list[StatusTotal]
     by_payment_method: list[MethodTotal] = Field(description="Paid links, by how they were paid.")
     by_day: list[DayTotal]

@@ -28,6 +28,7 @@ from tucano.payment_links.domain import (
     METHOD_CARD,
     METHOD_NAMES,
     METHOD_PIX,
+    STATUS_NAMES,
     PaymentMethod,
     expiration_of,
     most_installments,
@@ -36,7 +37,8 @@ from tucano.payment_links.domain import (
 )
 from tucano.payment_links.filters import LinkFilters
 from tucano.payment_links.listing_repository import ListingRepository
-from tucano.payment_links.models import Payment, PaymentLink
+from tucano.payment_links.models import Payment, PaymentLink, Refund
+from tucano.payment_links.refunds_repository import RefundRepository
 from tucano.payment_links.repository import PaymentLinkRepository
 from tucano.payment_links.schemas import PaymentLinkCreate, PaymentView
 from tucano.payment_links.totals_repository import DayTotalRepository
@@ -80,6 +82,8 @@ def new_link(
         expires_at=expiration_of(now, data.expiration_days),
         autopay_at=now + autopay_delay if autopay_delay is not None and cents % 100 == 1 else None,
         pix_txid=new_br_code_txid(),
+        refunded_cents=0,
+        refund_count=0,
     )
 
 
@@ -110,15 +114,25 @@ def payment_view_of(row: Any) -> PaymentView | None:
 
 async def read_link(
     database: Database, *, customer_id: int, link_uuid: uuid.UUID
-) -> tuple[Any, PaymentView | None]:
-    """The customer's link and its payment, for display (a row with the link's column names);
-    another customer's link is answered as missing. Writers use `get_link`."""
+) -> tuple[Any, PaymentView | None, list[Refund]]:
+    """The customer's link, its payment and its refunds, for display (a row with the link's
+    column names); another customer's link is answered as missing. Writers use `get_link`."""
     row = await PaymentLinkRepository.read_for_display(
         database, customer_id=customer_id, link_uuid=link_uuid
     )
     if row is None:
         raise NotFound(ErrorCode.PAYMENT_LINK_NOT_FOUND)
-    return row, payment_view_of(row)
+    refunds: list[Refund] = []
+    if row.refund_count:
+        async with database.read_session() as session:
+            refunds = (await RefundRepository(session).of_links([row.id]))[row.id]
+    return row, payment_view_of(row), refunds
+
+
+async def refunds_shown(session: AsyncSession, rows: Sequence[Any]) -> dict[int, list[Refund]]:
+    """The refunds of the links among `rows` that have any (most have none: not asked)."""
+    ids = [row.id for row in rows if row.refund_count]
+    return await RefundRepository(session).of_links(ids) if ids else {}
 
 
 async def get_link(
@@ -155,12 +169,17 @@ async def report(
     session: AsyncSession, *, customer_id: int, filters: LinkFilters
 ) -> dict[str, Any]:
     """Counts and sums over every matched link, by status, method and day."""
-    by_status: dict[str, list[int]] = {name: [0, 0] for name in ("CREATED", "PAID", "EXPIRED")}
-    by_method: dict[int, list[int]] = {METHOD_CARD: [0, 0], METHOD_PIX: [0, 0]}
+    by_status: dict[str, list[int]] = {name: [0, 0, 0] for name in STATUS_NAMES}
+    by_method: dict[int, list[int]] = {METHOD_CARD: [0, 0, 0], METHOD_PIX: [0, 0, 0]}
     by_day: dict[date, list[int]] = {}
-    tallies = await ListingRepository(session).tally(
-        customer_id=customer_id, filters=filters, now=clock.now()
-    )
+    now = clock.now()
+    listing = ListingRepository(session)
+    tallies = await listing.tally(customer_id=customer_id, filters=filters, now=now)
+    refunded = await listing.refunded(customer_id=customer_id, filters=filters, now=now)
+    for status, method, cents in refunded:
+        by_status[status][2] += cents
+        if method in by_method:
+            by_method[method][2] += cents
     for row in tallies:
         sums = [by_status[row.status], by_day.setdefault(row.day, [0, 0])]
         if row.method in by_method:
@@ -171,15 +190,26 @@ async def report(
     return {
         "start_date": filters.start,
         "end_date": filters.end,
-        "total_count": sum(count for count, _ in by_status.values()),
-        "total_amount": from_cents(sum(cents for _, cents in by_status.values())),
+        "total_count": sum(sums[0] for sums in by_status.values()),
+        "total_amount": from_cents(sum(sums[1] for sums in by_status.values())),
+        "refunded_amount": from_cents(sum(sums[2] for sums in by_status.values())),
         "by_status": [
-            {"status": name, "count": count, "amount": from_cents(cents)}
-            for name, (count, cents) in by_status.items()
+            {
+                "status": name,
+                "count": count,
+                "amount": from_cents(cents),
+                "refunded_amount": from_cents(refunded_cents),
+            }
+            for name, (count, cents, refunded_cents) in by_status.items()
         ],
         "by_payment_method": [
-            {"payment_method": method, "count": count, "amount": from_cents(cents)}
-            for method, (count, cents) in by_method.items()
+            {
+                "payment_method": method,
+                "count": count,
+                "amount": from_cents(cents),
+                "refunded_amount": from_cents(refunded_cents),
+            }
+            for method, (count, cents, refunded_cents) in by_method.items()
         ],
         "by_day": [
             {"date": day.isoformat(), "count": count, "amount": from_cents(cents)}

@@ -87,6 +87,21 @@ class DayTotalRepository(Repository[LinkDayTotal]):
             ],
         )
 
+    async def record_cancelled(self, link: PaymentLink) -> None:
+        await self.record_moved(link, method=UNPAID, before="CREATED", after="CANCELLED")
+
+    async def record_moved(
+        self, link: PaymentLink, *, method: int, before: str, after: str
+    ) -> None:
+        """The link left status `before` for `after`, keeping its payment method."""
+        await self.session.execute(
+            _ADD_CHANGES,
+            [
+                change(link, status=before, method=method, sign=-1),
+                change(link, status=after, method=method, sign=1),
+            ],
+        )
+
     async def fold(self, *, batch: int = FOLD_BATCH) -> int:
         """Fold up to `batch` changes into the totals; how many (the caller commits)."""
         c = CHANGES.c
@@ -186,7 +201,7 @@ def total_parts(
             select(
                 t.day.label("day"),
                 case(
-                    (t.status == "PAID", literal("PAID")),
+                    (t.status != "CREATED", t.status),
                     (expiry_day < expiring_first, literal("EXPIRED")),
                     else_=literal("CREATED"),
                 ).label("status"),

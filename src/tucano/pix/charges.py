@@ -53,6 +53,15 @@ class PspCharge:
     paid: tuple[ReceivedPix, ...]
 
 
+@dataclass(frozen=True)
+class PspRefund:
+    """What Tucano reads of a devolution at the PSP."""
+
+    status: str  # EM_PROCESSAMENTO, DEVOLVIDO or NAO_REALIZADO
+    devolution_id: str | None  # rtrId
+    reason: str | None
+
+
 class PspRefused(Exception):
     """The PSP answered that it will not do it (a 4xx problem): retrying cannot help."""
 
@@ -77,6 +86,13 @@ class ChargesAtPsp(Protocol):
     ) -> PspCharge: ...
 
     async def read(self, txid: str) -> PspCharge: ...
+
+    async def refund(
+        self, end_to_end_id: str, refund_id: str, *, amount: Decimal, description: str | None
+    ) -> PspRefund:
+        """Ask for a devolution of the Pix (or about it: the same id and body answer the same
+        devolution)."""
+        ...
 
     async def withdraw(self, txid: str) -> PspCharge | None:
         """Withdraw it; the charge as the PSP then has it (paid just before, say), or None if

@@ -8,7 +8,7 @@ from decimal import Decimal
 from tucano.config import PixProviderName, Settings
 from tucano.pix.api_pix_client import ApiPixClient
 from tucano.pix.api_pix_schemas import Charge, ChargeStatus, PspError, PspUnavailable
-from tucano.pix.charges import PspCharge, PspRefused, PspUnreachable, ReceivedPix
+from tucano.pix.charges import PspCharge, PspRefund, PspRefused, PspUnreachable, ReceivedPix
 
 
 def read(charge: Charge) -> PspCharge:
@@ -62,6 +62,17 @@ class ApiPixCharges:
             return read(await self.client.get_charge(txid))
         except (PspError, PspUnavailable) as failure:
             raise sorted_failure(failure) from failure
+
+    async def refund(
+        self, end_to_end_id: str, refund_id: str, *, amount: Decimal, description: str | None
+    ) -> PspRefund:
+        try:
+            refund = await self.client.put_refund(end_to_end_id, refund_id, amount, description)
+        except (PspError, PspUnavailable) as failure:
+            raise sorted_failure(failure) from failure
+        return PspRefund(
+            status=str(refund.status), devolution_id=refund.rtr_id or None, reason=refund.reason
+        )
 
     async def withdraw(self, txid: str) -> PspCharge | None:
         try:

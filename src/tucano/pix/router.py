@@ -14,10 +14,22 @@ from tucano.api.deps import DatabaseDep, SettingsDep
 from tucano.api.routing import DecimalJSONRoute
 from tucano.core.errors import AppError, ErrorCode
 from tucano.pix.charges import ReceivedPix, settle
+from tucano.pix.refunds import settle_reported_refund
 
 log = structlog.get_logger("tucano.pix")
 
 router = APIRouter(prefix="/pix-provider/v1", tags=["pix provider"], route_class=DecimalJSONRoute)
+
+
+class ReportedRefund(BaseModel):
+    """One devolution of a received Pix (`devolucoes`), as the PSP reports it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = Field(min_length=1, max_length=35)
+    rtr_id: str | None = Field(default=None, alias="rtrId", max_length=40)
+    status: str = Field(max_length=40)
+    motivo: str | None = Field(default=None, max_length=140)
 
 
 class ReceivedPixItem(BaseModel):
@@ -28,6 +40,7 @@ class ReceivedPixItem(BaseModel):
     end_to_end_id: str = Field(alias="endToEndId", min_length=1, max_length=32)
     txid: str | None = Field(default=None, max_length=35)
     valor: str = Field(max_length=20, description="The amount, as the PSP writes it: 10.00.")
+    devolucoes: list[ReportedRefund] = Field(default_factory=list, max_length=100)
 
 
 class PixWebhook(BaseModel):
@@ -57,7 +70,9 @@ def amount_of(item: ReceivedPixItem) -> Decimal | None:
     description="Where the merchant's PSP posts the Pix its charges received, registered with "
     "`tucano pix webhook register`. Accepted only with `?hmac=<TUCANO_PIX_WEBHOOK_SECRET>`. Each "
     "Pix whose txid is a link's charge and whose amount is the link's pays that link, with its "
-    "`PAYMENT_LINK_INBOUND`, in one transaction; anything else pays nothing and is logged.",
+    "`PAYMENT_LINK_INBOUND`, in one transaction; anything else pays nothing and is logged. A Pix "
+    "with `devolucoes` reports refunds: each DEVOLVIDO or NAO_REALIZADO one that is a link's "
+    "refund ends it, with its events.",
     response_model=WebhookReceived,
     responses={401: {"description": "The hmac is missing or wrong."}},
 )
@@ -74,6 +89,19 @@ async def receive_pix(
         log.warning("pix_webhook_refused", reason="hmac missing or wrong", items=len(body.pix))
         raise AppError(ErrorCode.UNAUTHENTICATED, errors=["the webhook's hmac is missing or wrong"])
     for item in body.pix:
+        if item.devolucoes:
+            # A notice about refunds of a Pix received before: its payment was settled then.
+            async with database.session() as session:
+                for reported in item.devolucoes:
+                    await settle_reported_refund(
+                        session,
+                        psp_id=reported.id,
+                        status=reported.status,
+                        devolution_id=reported.rtr_id,
+                        reason=reported.motivo,
+                    )
+                await session.commit()
+            continue
         amount = amount_of(item)
         if item.txid is None or amount is None:
             log.warning("pix_payment_without_charge", endToEndId=item.end_to_end_id)
