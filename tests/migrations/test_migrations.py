@@ -492,3 +492,66 @@ async def test_day_totals_are_counted_again_by_the_brasilia_day(empty_database: 
         assert await days() == [("2027-01-01", 1)]
     finally:
         await engine.dispose()
+
+
+async def test_links_keep_their_payments_and_expired_ones_count_as_announced(
+    empty_database: str,
+) -> None:
+    """0019: rebuilding payment_links (on SQLite) keeps every link and the payments that refer
+    to them; a link expired before the upgrade sends no EXPIRED event days late, one still open
+    will."""
+    await asyncio.to_thread(upgrade, empty_database, "0018_pix_charges")
+    postgresql = "postgresql" in empty_database
+    engine = create_async_engine(empty_database, poolclass=NullPool)
+    now = datetime.now(UTC)
+
+    def moment(at: datetime) -> object:
+        return at if postgresql else at.replace(tzinfo=None).isoformat(" ", "microseconds")
+
+    try:
+        async with engine.begin() as connection:
+            for link_id, (txid, expires) in enumerate(
+                [("past", now - timedelta(days=1)), ("open", now + timedelta(days=1))], start=1
+            ):
+                await connection.execute(
+                    text(
+                        "INSERT INTO payment_links (id, uuid, customer_id, payer_name,"
+                        " registration_number, amount_cents, numbers_installments,"
+                        " expiration_days, verification_token, status, created_at, expires_at,"
+                        " pix_txid) VALUES (:id, :uuid, 7, 'Maria', '52998224725', 1000, 1, 2,"
+                        " 123456, :status, :created, :expires, :txid)"
+                    ),
+                    {
+                        "id": link_id,
+                        "uuid": uuid_module.uuid4() if postgresql else uuid_module.uuid4().hex,
+                        "status": "CREATED",
+                        "created": moment(expires - timedelta(days=2)),
+                        "expires": moment(expires),
+                        "txid": txid,
+                    },
+                )
+            await connection.execute(
+                text(
+                    "INSERT INTO payment_link_payments (link_id, customer_id, method, payment_id,"
+                    " payment_receipt, installments, amount_cents, paid_at)"
+                    " VALUES (2, 7, 1, 'pay_1', '123456', 1, 1000, :paid)"
+                ),
+                {"paid": moment(now)},
+            )
+        await asyncio.to_thread(upgrade, empty_database)
+        async with engine.connect() as connection:
+            links = (
+                await connection.execute(
+                    text(
+                        "SELECT pix_txid, expiry_announced_at IS NOT NULL, refunded_cents,"
+                        " refund_count FROM payment_links ORDER BY id"
+                    )
+                )
+            ).all()
+            payments = (
+                await connection.execute(text("SELECT link_id FROM payment_link_payments"))
+            ).all()
+        assert [tuple(row) for row in links] == [("past", True, 0, 0), ("open", False, 0, 0)]
+        assert [row[0] for row in payments] == [2]
+    finally:
+        await engine.dispose()

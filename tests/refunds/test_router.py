@@ -186,3 +186,29 @@ async def test_cancel_makes_a_created_link_cancelled_once(
     stranger = await service.merchant()
     assert_error_body(await stranger.post(f"{BASE}/{link}/cancel", headers=tx()), 404)
     assert_error_body(await merchant.post(f"{BASE}/{link}/cancel"), 400)
+
+
+async def test_a_pix_payment_is_refunded_up_to_90_days_after_it(
+    service: RunningService, merchant: Merchant
+) -> None:
+    with clock.freeze(clock.now() - timedelta(days=91)):
+        link = await create(merchant, amount=Decimal("10.00"))
+        await pay(service, merchant, link["linkPaymentUuid"], METHOD_PIX)
+    late = await refund(merchant, link["linkPaymentUuid"])
+    assert_error_body(late, 409)
+    assert "90 days" in late.text
+    with clock.freeze(clock.now() - timedelta(days=89)):
+        recent = await paid_link(service, merchant, "10.00", METHOD_PIX)
+    assert (await refund(merchant, recent)).status_code == 201
+
+
+async def test_the_events_pix_provider_and_a_missing_card_processor_refund_nothing(
+    production_service: RunningService,
+) -> None:
+    merchant = await production_service.merchant()
+    for method, words in ((METHOD_PIX, "cannot refund"), (METHOD_CARD, "card processor")):
+        link = await paid_link(production_service, merchant, "10.00", method)
+        answer = await refund(merchant, link)
+        assert_error_body(answer, 409)
+        assert words in answer.text
+        assert (await details(merchant, link))["refunds"] == []
