@@ -249,6 +249,10 @@ async def test_every_amount_is_documented_as_the_json_number_it_is(
         if field.lower().endswith("amount") or field == "amountInstallment"
     }
     assert ("PaymentLinkOut", "amount") in amounts and ("PaymentLinkCreate", "amount") in amounts
+    # A refund's amount is optional (all that is left), else read as a link's is.
+    refund_amount = amounts.pop(("RefundCreate", "amount"))["anyOf"]
+    assert refund_amount[-1] == {"type": "null"}
+    assert refund_amount[0]["anyOf"] == amounts[("PaymentLinkCreate", "amount")]["anyOf"]
     # Sent: a number, or a string in plain decimal notation, as the service accepts them.
     number, text = amounts.pop(("PaymentLinkCreate", "amount"))["anyOf"]
     assert number == {
@@ -393,6 +397,9 @@ OPERATION_IDS = {
     ("get", "/payment-link/v1/link-payment"): "listPaymentLinks",
     ("get", "/payment-link/v1/report"): "getPaymentLinkReport",
     ("get", "/payment-link/v1/{linkPaymentUuid}"): "getPaymentLink",
+    ("post", "/payment-link/v1/{linkPaymentUuid}/cancel"): "cancelPaymentLink",
+    ("post", "/payment-link/v1/{linkPaymentUuid}/refunds"): "refundPaymentLink",
+    ("get", "/payment-link/v1/{linkPaymentUuid}/refunds"): "listPaymentLinkRefunds",
     ("get", "/checkout/{linkPaymentUuid}"): "getCheckoutPage",
     ("get", "/checkout/{linkPaymentUuid}/status"): "getCheckoutStatus",
     ("post", "/checkout/{linkPaymentUuid}/card"): "payCheckoutByCard",
