@@ -67,7 +67,7 @@ class CardInProgress:
 
 @dataclass(frozen=True)
 class LinkNotPayable:
-    status: str  # PAID or EXPIRED
+    status: str  # any but CREATED: PAID, EXPIRED, CANCELLED or REFUNDED
 
 
 CardOutcome = CardPaid | CardRefused | CardLocked | CardInProgress | LinkNotPayable

@@ -133,7 +133,10 @@ def page_context(
         "pix_simulated": checkout.pix_simulated,
         "pix_pending": checkout.pix_pending,
         "link": link,
-        "paid": checkout.status == "PAID",
+        "link_status": checkout.status,
+        "cancelled": _cancelled(merchant_name, language)
+        if checkout.status == "CANCELLED"
+        else None,
         "amount": amount,
         "title": t["page_title"].format(amount=amount),
         "heading": t["charge_from"].format(merchant=merchant_name) if merchant_name else None,
@@ -201,4 +204,43 @@ def _receipt(checkout: Checkout, language: Language) -> dict[str, Any]:
         "amount": money(from_cents(payment.amount_cents), language),
         "keep": t["receipt_keep"].format(merchant=merchant),
         "card": payment.method != METHOD_PIX,
+        "refunds": _refunds(checkout, language),
+    }
+
+
+def _cancelled(merchant_name: str | None, language: Language) -> str:
+    t = TEXTS[language]
+    if merchant_name:
+        return t["cancelled_text"].format(merchant=merchant_name)
+    return t["cancelled_text_plain"]
+
+
+def _refunds(checkout: Checkout, language: Language) -> dict[str, Any] | None:
+    """What the receipt says of the payment's refunds: each that succeeded (its amount, and when
+    in Brasília time) and each still being processed. A failed one is left out, and no reason
+    of a refund is ever shown: they are the merchant's business, not the payer's."""
+    t = TEXTS[language]
+    shown = [r for r in checkout.refunds if r.status in ("SUCCEEDED", "PENDING")]
+    if not shown:
+        return None
+    payment = checkout.payment
+    assert payment is not None
+    lines = []
+    for refund in shown:
+        amount = money(from_cents(refund.amount_cents), language)
+        if refund.status == "SUCCEEDED":
+            when = moment(refund.completed_at or refund.created_at, language)
+            lines.append((refund.status, t["refund_succeeded"].format(amount=amount, date=when)))
+        else:
+            lines.append((refund.status, t["refund_pending"].format(amount=amount)))
+    refunded = sum(r.amount_cents for r in shown if r.status == "SUCCEEDED")
+    if checkout.status == "REFUNDED":
+        heading = t["refunded_full"]
+    else:
+        heading = t["refunded_partly"] if refunded else t["refund_in_progress"]
+    return {
+        "heading": heading,
+        "total": money(from_cents(refunded), language) if refunded else None,
+        "lines": lines,
+        "back_to": t["refund_to_pix"] if payment.method == METHOD_PIX else t["refund_to_card"],
     }

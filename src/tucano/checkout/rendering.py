@@ -289,6 +289,21 @@ def refused(
     )
 
 
+def not_payable(
+    request: Request, site: Site, link_uuid: uuid.UUID, token: str, status: str
+) -> Response:
+    """A form posted to a link no longer payable (paid, refunded, cancelled), which charges
+    nothing: a browser is sent to its page, which says why; any other client gets a 409."""
+    if wants_html(request):
+        return to_page(page_urls(link_uuid, token)["page"])
+    return error_body(
+        request,
+        site,
+        ErrorCode.PAYMENT_LINK_NOT_PAYABLE,
+        [f"the payment link is {status}, not CREATED"],
+    )
+
+
 def to_page(page_url: str) -> Response:
     """Post/Redirect/Get: a reload of the page that follows never submits a form again."""
     return RedirectResponse(page_url, status_code=303, headers=PAGE_HEADERS)

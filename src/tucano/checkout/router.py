@@ -44,12 +44,12 @@ from tucano.checkout.rendering import (
     error_answer,
     error_body,
     language_of,
+    not_payable,
     page_headers,
     page_urls,
     refused,
     show,
     to_page,
-    wants_html,
 )
 from tucano.checkout.service import NOT_A_CHECKOUT, Checkout
 from tucano.checkout.texts import TEXTS, hour
@@ -85,7 +85,8 @@ _EXPIRED = _error("The link has expired.")
 _NOT_A_FORM = _error("The form was not sent as application/x-www-form-urlencoded.")
 _PAID: dict[int | str, dict[str, Any]] = {
     303: {
-        "description": "Paid (or already paid): the checkout page, which shows the receipt.",
+        "description": "Paid, or no longer payable: the checkout page, which shows the receipt "
+        "or says the link was cancelled.",
         "headers": {"Location": {"schema": {"type": "string"}}},
     }
 }
@@ -134,18 +135,6 @@ async def _submitted(request: Request, ctx: Checkouts, checkout: Checkout) -> di
     form = await read_form(request)
     check_forgery(request, ctx.site.csrf_key, form, checkout.link.uuid)
     return form
-
-
-def _already_paid(request: Request, ctx: Checkouts, checkout: Checkout, token: str) -> Response:
-    """A form posted to a paid link: its receipt for a browser, a 409 for any other client."""
-    if wants_html(request):
-        return to_page(page_urls(checkout.link.uuid, token)["page"])
-    return error_body(
-        request,
-        ctx.site,
-        ErrorCode.PAYMENT_LINK_NOT_PAYABLE,
-        ["the payment link is PAID, not CREATED"],
-    )
 
 
 def _back(link_id: str, token: str) -> str | None:
@@ -201,7 +190,8 @@ async def checkout_asset(name: str) -> Response:
     summary="The payer's checkout page (the link's urlPayment)",
     description="An HTML page where the payer pays the link: by PIX (QR code and copy-and-paste "
     "code) or by card in instalments, in Portuguese (English when Accept-Language prefers it); "
-    "once paid, its receipt. 404 for a token that is missing, altered or another link's; 410 "
+    "once paid, its receipt (with what was refunded); a cancelled link's page says so and offers "
+    "nothing. 404 for a token that is missing, altered or another link's; 410 "
     "once the link has expired. Errors are an HTML page for a client that prefers text/html, "
     "the error body otherwise.",
     response_class=HTMLResponse,
@@ -220,7 +210,8 @@ async def checkout_page(
 @router.get(
     "/checkout/{linkPaymentUuid}/status",
     summary="The link's status, for the checkout page's script",
-    description='`{"status": "CREATED"}` or `{"status": "PAID"}`; 404 and 410 as the page.',
+    description='`{"status": "CREATED"}`, or `PAID`, `REFUNDED`, `CANCELLED`; 404 and 410 as '
+    "the page.",
     responses={
         200: {
             "description": "The link's status.",
@@ -262,7 +253,10 @@ async def checkout_status(
         402: _error("The card was refused (declined, insufficient funds, processing error)."),
         403: _error("The form failed its anti-forgery check, or card payment is not offered."),
         404: _NOT_FOUND,
-        409: _error("Another card payment of this link is in progress."),
+        409: _error(
+            "Another card payment of this link is in progress, or (errorCode 44, to a client "
+            "other than a browser) the link is paid, refunded or cancelled."
+        ),
         410: _EXPIRED,
         415: _NOT_A_FORM,
         429: _error(
@@ -278,8 +272,8 @@ async def pay_by_card(
     site = ctx.site
     try:
         checkout = await _open(request, ctx, link_id, token)
-        if checkout.status == "PAID":
-            return _already_paid(request, ctx, checkout, token)
+        if checkout.status != "CREATED":
+            return not_payable(request, site, checkout.link.uuid, token, checkout.status)
         if not checkout.cards_accepted or processor is None:
             raise AppError(
                 ErrorCode.PAYMENT_METHOD_UNAVAILABLE,
@@ -330,13 +324,15 @@ async def pay_by_card(
         ),
     )
     match outcome:
-        case CardPaid() | LinkNotPayable(status="PAID"):
+        case CardPaid():
             return to_page(back)
-        case LinkNotPayable():
+        case LinkNotPayable(status="EXPIRED"):
             expired = AppError(
                 ErrorCode.PAYMENT_LINK_EXPIRED, errors=["the payment link has expired"]
             )
             return error_answer(request, site, expired)
+        case LinkNotPayable(status=status):  # paid, or cancelled, meanwhile
+            return not_payable(request, site, checkout.link.uuid, token, status)
         case CardRefused(reason=reason, locked_until=locked_until):
             message = t[reason.value]
             if locked_until is not None:
@@ -410,6 +406,7 @@ def _locked_line(until: datetime) -> str:
         400: _error("The form is invalid."),
         403: _error("The form failed its anti-forgery check, or this is not the sandbox."),
         404: _NOT_FOUND,
+        409: _error("The link is paid, refunded or cancelled (to a client other than a browser)."),
         410: _EXPIRED,
         415: _NOT_A_FORM,
     },
@@ -424,13 +421,13 @@ async def simulate_pix_payment(
                 ErrorCode.SANDBOX_ONLY,
                 errors=["Pix is simulated only in sandbox, with TUCANO_PIX_PROVIDER=sandbox"],
             )
-        if checkout.status == "PAID":
-            return _already_paid(request, ctx, checkout, token)
+        if checkout.status != "CREATED":
+            return not_payable(request, ctx.site, checkout.link.uuid, token, checkout.status)
         await _submitted(request, ctx, checkout)
     except AppError as error:
         return error_answer(request, ctx.site, error, back=_back(link_id, token))
     link = checkout.link
-    if checkout.status == "CREATED" and checkout.pix_code is not None and link.pix_txid:
+    if checkout.pix_code is not None and link.pix_txid:
         now = clock.now()
         payment = PixQrInbound(
             txid=link.pix_txid,

@@ -22,7 +22,7 @@ from tucano.payment_links.checkout_tokens import (
     verify_checkout_token,
 )
 from tucano.payment_links.domain import METHOD_CARD, StatusName, status_at
-from tucano.payment_links.models import Payment, PaymentLink
+from tucano.payment_links.models import Payment, PaymentLink, Refund
 from tucano.pix.provider import NO_PIX, PixProvider
 
 NOT_A_CHECKOUT = (
@@ -34,7 +34,7 @@ NOT_A_CHECKOUT = (
 class LinkOnCheckout:
     link: PaymentLink
     payment: Payment | None
-    status: StatusName  # CREATED or PAID: an expired link opens no checkout
+    status: StatusName  # any but EXPIRED: an expired link opens no checkout
 
 
 async def find_link(
@@ -76,6 +76,7 @@ class Checkout:
     cards_accepted: bool  # while a card can pay the link (a processor is configured)
     card_locked_until: datetime | None
     paid_by_card: CardAttempt | None  # the approved attempt, for the receipt
+    refunds: Sequence[Refund]  # of the payment, oldest first (the receipt shows some)
 
 
 async def open_checkout(
@@ -114,4 +115,11 @@ async def open_checkout(
             if found.payment is not None and found.payment.method == METHOD_CARD
             else None
         ),
+        refunds=await _refunds(session, found),
     )
+
+
+async def _refunds(session: AsyncSession, found: LinkOnCheckout) -> Sequence[Refund]:
+    if found.payment is None or not found.link.refund_count:
+        return ()
+    return (await payment_links.refunds_shown(session, [found.link])).get(found.link.id, ())
