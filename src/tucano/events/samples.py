@@ -1,5 +1,5 @@
-"""Realistic sample payloads for sandbox test events (POST /webhook/v1/test-events), one per
-variant of each event type."""
+"""Realistic sample payloads for sandbox test events (POST /webhook/v1/test-events), and the
+examples of the OpenAPI document's `webhooks` section, one per variant of each event type."""
 
 from __future__ import annotations
 
