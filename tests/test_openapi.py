@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from decimal import Decimal
+from typing import Any, get_args
 
 import pytest
 
 from tests.support.service import RunningService, start_service
 from tests.support.settings import make_settings
+from tucano.brazil.pix import is_valid_end_to_end_id
+from tucano.core import json_codec
 from tucano.db.database import Database
+from tucano.events.payloads import PAYLOAD_MODELS, LinkEventStatus
+from tucano.events.types import EventType
 
 EXPECTED_OPERATIONS = {
     ("post", "/oauth/v1/token"),
@@ -236,6 +241,57 @@ async def test_every_event_payload_is_documented_in_the_webhooks_section(
         "page",
         "size",
     }
+
+
+def _examples(document: dict[str, Any], event_type: str) -> dict[str, Any]:
+    body = document["webhooks"][event_type]["post"]["requestBody"]["content"]
+    return dict(body["application/json"]["examples"])
+
+
+async def test_every_variant_of_an_event_is_an_example_that_its_model_validates(
+    service: RunningService,
+) -> None:
+    # Parsed as written: a number with a fraction as the Decimal its digits say.
+    document = json_codec.loads((await service.http.get("/openapi.json")).content)
+    for event_type in EventType:
+        examples = _examples(document, event_type.value)
+        assert examples, event_type
+        for name, example in examples.items():
+            assert example["summary"], (event_type, name)
+            payload = example["value"]
+            PAYLOAD_MODELS[event_type].model_validate(payload)
+            for key, value in [*payload.items(), *payload.get("refund", {}).items()]:
+                if key.lower().endswith("amount"):
+                    assert isinstance(value, Decimal), (event_type, name, key)
+                    assert value.as_tuple().exponent == -2, (event_type, name, key, value)
+                if key.endswith("Date") and value is not None:
+                    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", value), value
+
+    link = [e["value"] for e in _examples(document, "PAYMENT_LINK_INBOUND").values()]
+    assert {payload["status"] for payload in link} == set(get_args(LinkEventStatus))
+    for payload in link:
+        # A link that expired or was cancelled was never paid: its event has no payment.
+        unpaid = payload["status"] in ("EXPIRED", "CANCELLED")
+        assert unpaid != ("paymentReceipt" in payload), payload
+        if payload["status"] in ("REFUNDED", "PARTIALLY_REFUNDED"):
+            assert {"refund", "refundedAmount", "statusDate"} <= set(payload), payload
+    (failed,) = [p for p in link if p.get("refund", {}).get("status") == "FAILED"]
+    assert failed["status"] in ("PAID", "PARTIALLY_REFUNDED")
+    assert failed["refund"]["failureReason"]
+    for refunded in ("REFUNDED", "PARTIALLY_REFUNDED"):
+        assert any(
+            p["status"] == refunded and p["refund"]["status"] == "SUCCEEDED" for p in link
+        ), refunded
+
+    for event_type in ("PIX_QR_INBOUND", "PIX_QR_PARTNER_INBOUND"):
+        pix = {name: e["value"] for name, e in _examples(document, event_type).items()}
+        assert {name: p["type"] for name, p in pix.items()} == {
+            "PAYMENT": "PAYMENT",
+            "REFUND": "REFUND",
+        }
+        assert pix["PAYMENT"]["devolutionEndToEndId"] is None
+        devolution = pix["REFUND"]["devolutionEndToEndId"]
+        assert devolution.startswith("D") and is_valid_end_to_end_id(devolution)
 
 
 async def test_every_amount_is_documented_as_the_json_number_it_is(

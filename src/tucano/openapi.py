@@ -5,8 +5,12 @@ integer bounds), and the operation ids that are part of the interface."""
 from __future__ import annotations
 
 import inspect
+import random
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
+import orjson
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
@@ -15,7 +19,9 @@ from starlette.responses import Response
 
 from tucano.api.dependencies import REQUIRED_TRANSACTION_ID_DESCRIPTION
 from tucano.api.errors import ErrorBody
-from tucano.events.payloads import PAYLOAD_MODELS
+from tucano.core import json_codec
+from tucano.events.payloads import PAYLOAD_MODELS, published
+from tucano.events.samples import VARIANT_SUMMARIES, VARIANTS, sample_payload
 from tucano.events.types import EventType
 from tucano.payment_links.filters import SORTABLE
 from tucano.webhooks.schemas import MAX_ID
@@ -92,6 +98,34 @@ Answer any 2xx within 15 seconds. Anything else (or a redirect, or no answer) is
 `TUCANO_RETRY_SCHEDULE` (default 5s, 5m, 30m, 2h, 5h, 10h, 10h, with jitter); `Retry-After` on
 429/503 is honoured up to an hour.
 """
+
+
+# The examples' moment and amount: fixed, so that the document is the same on every start. The
+# amount's last cent is not zero: the document is written with floats, where 10.50 reads 10.5.
+EXAMPLE_TIME = datetime(2026, 1, 15, 13, 30, 0, 123000, tzinfo=UTC)
+EXAMPLE_AMOUNT = Decimal("1549.87")
+_ONLY_SAMPLE = "What POST /webhook/v1/test-events sends for this event type."
+
+
+def payload_examples(event_type: EventType) -> dict[str, dict[str, Any]]:
+    """The OpenAPI `examples` of an event's body: one per variant of its samples (one for a type
+    with none), each a sandbox test event's payload as its deliveries send it."""
+    examples: dict[str, dict[str, Any]] = {}
+    for variant in VARIANTS.get(event_type, (None,)):
+        name = variant or "sample"
+        payload = sample_payload(
+            event_type,
+            variant=variant,
+            partner_id=12,
+            rng=random.Random(f"{event_type.value} {name}"),
+            at=EXAMPLE_TIME,
+            amount=EXAMPLE_AMOUNT,
+        )
+        examples[name] = {
+            "summary": VARIANT_SUMMARIES[variant] if variant else _ONLY_SAMPLE,
+            "value": orjson.loads(json_codec.dumps(published(payload))),
+        }
+    return examples
 
 
 def document_deliveries(app: FastAPI) -> None:
@@ -278,8 +312,11 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
                 _document_parameter(parameter)
     _standard_bounds(schema)
     # The events Tucano sends: the receiver answers, so no error body of ours belongs there.
-    for path_item in schema.get("webhooks", {}).values():
+    # Their examples are set here, after FastAPI's encoder, which would drop their nulls.
+    for name, path_item in schema.get("webhooks", {}).items():
         for operation in path_item.values():
             operation.get("responses", {}).pop("422", None)
+            body = operation["requestBody"]["content"]["application/json"]
+            body["examples"] = payload_examples(EventType(name))
     app.openapi_schema = schema
     return schema

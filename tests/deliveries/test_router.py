@@ -516,6 +516,67 @@ async def test_sandbox_test_events_reach_the_callers_webhooks(
     assert request.headers["x-event-type"] == event_type
 
 
+@pytest.mark.parametrize(
+    ("event_type", "variant"), [("PAYMENT_LINK_INBOUND", "REFUNDED"), ("PIX_QR_INBOUND", "REFUND")]
+)
+async def test_a_test_event_of_a_variant_reaches_the_callers_webhooks_signed(
+    merchant: Merchant, receiver: Receiver, event_type: str, variant: str
+) -> None:
+    webhook = await register(merchant, receiver, f"/variant/{variant}", event_type=event_type)
+    response = await merchant.post(
+        "/webhook/v1/test-events", json={"eventType": event_type, "variant": variant}
+    )
+    assert response.status_code == 202, response.text
+    (request,) = await receiver.wait_for(f"/variant/{variant}", 1)
+    payload = verify(webhook["secret"], request)
+    PAYLOAD_MODELS[EventType(event_type)].model_validate(payload)
+    assert request.headers["x-event-type"] == event_type
+    if variant == "REFUNDED":
+        assert payload["status"] == "REFUNDED"
+        assert payload["refund"]["status"] == "SUCCEEDED"
+        assert payload["refundedAmount"] == payload["refund"]["amount"] == payload["amount"]
+        assert payload["paymentReceipt"].startswith("E")
+    else:
+        assert (payload["type"], payload["status"]) == ("REFUND", "REFUNDED")
+        assert payload["devolutionEndToEndId"].startswith("D")
+
+
+LINK_VARIANTS = "PAID, EXPIRED, CANCELLED, REFUNDED, PARTIALLY_REFUNDED, REFUND_FAILED"
+NO_VARIANTS = "only PAYMENT_LINK_INBOUND, PIX_QR_INBOUND, PIX_QR_PARTNER_INBOUND have variants"
+
+
+@pytest.mark.parametrize(
+    ("event_type", "variant", "line"),
+    [
+        ("PIX_OUTBOUND", "PAID", f"variant is not taken by PIX_OUTBOUND: {NO_VARIANTS}"),
+        ("CARD_CHARGEBACK", "", f"variant is not taken by CARD_CHARGEBACK: {NO_VARIANTS}"),
+        (
+            "PAYMENT_LINK_INBOUND",
+            "REFUND",
+            f"variant must be one of: {LINK_VARIANTS} (for PAYMENT_LINK_INBOUND)",
+        ),
+        (
+            "PIX_QR_INBOUND",
+            "refund",
+            "variant must be one of: PAYMENT, REFUND (for PIX_QR_INBOUND)",
+        ),
+        (
+            "PIX_QR_PARTNER_INBOUND",
+            2,
+            "variant must be one of: PAYMENT, REFUND (for PIX_QR_PARTNER_INBOUND)",
+        ),
+    ],
+)
+async def test_a_test_event_takes_only_a_variant_of_its_type(
+    merchant: Merchant, event_type: str, variant: object, line: str
+) -> None:
+    response = await merchant.post(
+        "/webhook/v1/test-events", json={"eventType": event_type, "variant": variant}
+    )
+    error = assert_error_body(response, 400, ErrorCode.INVALID_PARAMETERS)
+    assert error["errors"] == [line]
+
+
 async def test_test_events_are_refused_in_production(production_service: RunningService) -> None:
     merchant = await production_service.merchant()
     response = await merchant.post("/webhook/v1/test-events", json={"eventType": "PIX_OUTBOUND"})

@@ -123,6 +123,10 @@ async def redeliver(
 @router.post(
     "/test-events",
     summary="Send a sample event to your own webhooks (sandbox only)",
+    description="A realistic payload of `eventType`, signed and delivered to your active "
+    "webhooks of that type as any event is. `variant` picks the case it shows: a payment link "
+    "paid, expired, cancelled, refunded in full or in part, or whose refund failed; a Pix QR "
+    "code's payment or refund.",
     status_code=202,
     response_model=EventAccepted,
     responses=error_responses(400, 401, 403, 415),
@@ -136,7 +140,7 @@ async def send_test_event(
 ) -> EventAccepted:
     if not settings.is_sandbox:
         raise AppError(ErrorCode.SANDBOX_ONLY, errors=["test events exist only in the sandbox"])
-    payload = sample_payload(body.event_type, partner_id=caller.partner_id)
+    payload = sample_payload(body.event_type, variant=body.variant, partner_id=caller.partner_id)
     (event,) = await service.publish_events_alone(
         database, [service.NewEvent(caller.customer_id, body.event_type, payload)]
     )

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from tucano.api.wire import ApiModel, UtcTimestamp
 from tucano.deliveries.models import DeliveryResult
 from tucano.deliveries.service import PublishedEvent
+from tucano.events.samples import VARIANTS, Variant
 from tucano.events.types import EventType
 
 ResultStatusName = Literal["SUCCESS", "FAILED", "PENDING_RETRY", "EXHAUSTED"]
@@ -52,8 +53,37 @@ class WebhookResult(ApiModel):
         )
 
 
+_WITH_VARIANTS = ", ".join(event_type.value for event_type in VARIANTS)
+
+
 class SampleEventRequest(ApiModel):
     event_type: EventType
+    variant: Variant | None = Field(
+        default=None,
+        description="Which case of the event type the sample shows (each is an example of its "
+        "event in the `webhooks` section): "
+        + "; ".join(
+            f"{event_type.value}: {variants[0]} (the default), " + ", ".join(variants[1:])
+            for event_type, variants in VARIANTS.items()
+        )
+        + ". Other types have none, and refuse one.",
+    )
+
+    @field_validator("variant", mode="before")
+    @classmethod
+    def _a_variant_of_the_event_type(cls, value: Any, info: ValidationInfo) -> Any:
+        # Absent from info.data when the event type was invalid: that error is reported already.
+        event_type = info.data.get("event_type")
+        if event_type is None or value is None:
+            return value
+        allowed = VARIANTS.get(event_type, ())
+        if not allowed:
+            raise ValueError(
+                f"is not taken by {event_type.value}: only {_WITH_VARIANTS} have variants"
+            )
+        if value not in allowed:
+            raise ValueError(f"must be one of: {', '.join(allowed)} (for {event_type.value})")
+        return value
 
 
 class Redelivery(ApiModel):
