@@ -1,4 +1,5 @@
-"""B2 and B4 over HTTP on each database: the list, its filters and sorts, and the report."""
+"""B2 and B4 over HTTP on each database: the list, its filters and sorts, and the report (once
+read from the service itself, to step between its statements)."""
 
 from __future__ import annotations
 
@@ -17,15 +18,20 @@ from tests.support.payment_links import (
     LINK_FIELDS,
     create,
     listing,
+    pay,
+    refund,
     tx,
     window,
 )
-from tests.support.service import EMPTY_PAGE, Merchant, assert_error_body
+from tests.support.service import EMPTY_PAGE, Merchant, RunningService, assert_error_body
 from tucano.core.clock import clock
 from tucano.core.errors import ErrorCode
 from tucano.db.database import Database
 from tucano.payment_links import listing_repository
 from tucano.payment_links import service as payment_links
+from tucano.payment_links.domain import METHOD_PIX
+from tucano.payment_links.filters import LinkFilters
+from tucano.refunds.service import run_due_refunds
 
 # --- B2 list --------------------------------------------------------------------------------
 
@@ -352,6 +358,47 @@ async def test_report_totals_every_matched_link(merchant: Merchant) -> None:
         await merchant.get(f"{BASE}/report", params=window(status="EXPIRED"), headers=tx())
     ).json()
     assert only_expired["totalCount"] == 1
+
+
+async def test_a_refund_ending_while_a_report_is_read_shows_in_all_of_it_or_none(
+    service: RunningService, merchant: Merchant
+) -> None:
+    # On PostgreSQL each statement of a read sees the database at its own moment: a report
+    # whose counts and refunded sums came from two could count a link as PAID and its refund
+    # under REFUNDED. Read from the service, to end the refund right after its first statement.
+    link = (await create(merchant, amount=Decimal("40.00")))["linkPaymentUuid"]
+    await pay(service, merchant, link, METHOD_PIX)
+    assert (await refund(merchant, link))["status"] == "PENDING"  # until the sandbox settles it
+    database = service.database
+    async with database.read_session() as session:
+        execute = session.execute
+        settled: list[int] = []
+
+        async def execute_then_settle(*args: Any, **kwargs: Any) -> Any:
+            result = await execute(*args, **kwargs)
+            if not settled:
+                with clock.freeze(clock.now() + timedelta(seconds=6)):
+                    settled.append(await run_due_refunds(database, service.app.state.refunder))
+            return result
+
+        session.execute = execute_then_settle  # type: ignore[method-assign]
+        report = await payment_links.report(
+            session,
+            customer_id=merchant.customer_id,
+            filters=LinkFilters(start=clock.now() - timedelta(days=1), end=clock.now()),
+        )
+    assert settled and settled[0] >= 1
+    refunds = await merchant.get(f"{BASE}/{link}/refunds", headers=tx())
+    assert refunds.json()[0]["status"] == "SUCCEEDED"
+    shown = {
+        s["status"]: (s["count"], s["amount"], s["refunded_amount"])
+        for s in report["by_status"]
+        if s["count"] or s["refunded_amount"]
+    }
+    before = {"PAID": (1, Decimal("40.00"), Decimal("0"))}
+    after = {"REFUNDED": (1, Decimal("40.00"), Decimal("40.00"))}
+    assert shown in (before, after)
+    assert report["refunded_amount"] == sum(s[2] for s in shown.values())
 
 
 async def test_by_day_counts_a_link_on_its_creation_day_in_brasilia(merchant: Merchant) -> None:

@@ -163,14 +163,18 @@ async def read_back(
 ) -> tuple[Counter[tuple[object, str, int]], Counter[tuple[str, int]]]:
     """What a report reads, bucketed as `truth` buckets it."""
     async with database.read_session() as session:
-        listing = ListingRepository(session)
-        got = await listing.tally(customer_id=customer_id, filters=filters, now=now)
-        refunds = await listing.refunded(customer_id=customer_id, filters=filters, now=now)
+        got = await ListingRepository(session).tally(
+            customer_id=customer_id, filters=filters, now=now
+        )
     counted: Counter[tuple[object, str, int]] = Counter()
+    refunded: Counter[tuple[str, int]] = Counter()
     for row in got:
-        counted[(row.day, row.status, row.method)] += row.links
-        counted[(row.day, row.status, -row.method - 1)] += row.cents
-    return counted, +Counter({(status, method): cents for status, method, cents in refunds})
+        if row.day is None:
+            refunded[(row.status, row.method)] += row.refunded_cents
+        else:
+            counted[(row.day, row.status, row.method)] += row.links
+            counted[(row.day, row.status, -row.method - 1)] += row.cents
+    return +counted, +refunded
 
 
 @pytest.mark.parametrize(
