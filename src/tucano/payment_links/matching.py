@@ -112,7 +112,7 @@ def order_by(sort: Sequence[tuple[str, str]], now: Any, *, on_postgresql: bool) 
         "payerName": (
             PaymentLink.payer_name.collate("C") if on_postgresql else PaymentLink.payer_name
         ),
-        # By the status code a reader sees (1 CREATED, 2 PAID, 3 EXPIRED), not by its name.
+        # By the status code a reader sees (1 CREATED to 5 REFUNDED), not by its name.
         "status": _effective_status_code(now),
     }
     order: list[Any] = [
