@@ -18,15 +18,19 @@ from sqlalchemy import update
 
 from tests.support.payment_links import (
     BASE,
+    cancel,
     create,
     listing,
+    pay,
+    refund,
     tx,
     window,
 )
-from tests.support.service import Merchant, assert_error_body
+from tests.support.service import Merchant, RunningService, assert_error_body
 from tucano.core.clock import clock
 from tucano.core.errors import ErrorCode
 from tucano.payment_links import export
+from tucano.payment_links.domain import METHOD_CARD
 from tucano.payment_links.models import PaymentLink
 
 
@@ -129,6 +133,48 @@ async def test_the_rfc4180_form_is_the_default_and_can_be_named(merchant: Mercha
         (row,) = csv.DictReader(io.StringIO(response.text))
         assert row["amount"] == "1234.50" and row["description"] == "açaí; 2 kg"
     assert default.text.splitlines()[1:] == named.text.splitlines()[1:]
+
+
+HEADER = (
+    "linkPaymentUuid,creationDate,expirationDate,status,payerName,registrationNumber,amount,"
+    "numbersInstallments,description,userReference,paymentMethod,paymentId,paymentReceipt,"
+    "paymentDate,installments,refundedAmount"
+)
+
+
+@pytest.mark.parametrize("form", ["rfc4180", "excel-br"])
+async def test_the_csv_shows_cancelled_and_refunded_links_and_what_was_given_back(
+    service: RunningService, merchant: Merchant, form: str
+) -> None:
+    await create(merchant, payerName="Open")
+    await cancel(merchant, (await create(merchant, payerName="Cancelled"))["linkPaymentUuid"])
+    whole, part = [
+        (await create(merchant, payerName=name, amount=Decimal(amount)))["linkPaymentUuid"]
+        for name, amount in (("Whole", "1234.50"), ("Part", "100.00"))
+    ]
+    for paid in (whole, part):
+        await pay(service, merchant, paid, METHOD_CARD)
+    await refund(merchant, whole)
+    await refund(merchant, part, amount=Decimal("30.05"))
+    assert (await refund(merchant, part, amount=Decimal("5.13")))["status"] == "FAILED"
+    separator, point = (";", ",") if form == "excel-br" else (",", ".")
+    text = (await report_csv(merchant, csvFormat=form)).content.decode("utf-8-sig")
+    assert text.splitlines()[0] == HEADER.replace(",", separator)
+    rows = {r["payerName"]: r for r in csv.DictReader(io.StringIO(text), delimiter=separator)}
+    shown = {name: (row["status"], row["refundedAmount"]) for name, row in rows.items()}
+    assert shown == {
+        "Open": ("CREATED", "0.00".replace(".", point)),
+        "Cancelled": ("CANCELLED", "0.00".replace(".", point)),
+        "Whole": ("REFUNDED", "1234.50".replace(".", point)),
+        "Part": ("PAID", "30.05".replace(".", point)),  # refunded in part: still PAID
+    }
+    assert rows["Whole"]["paymentMethod"] == "1" and rows["Whole"]["installments"] == "1"
+    for status, name in (("CANCELLED", "Cancelled"), ("REFUNDED", "Whole")):
+        filtered = await report_csv(merchant, csvFormat=form, status=status)
+        only = csv.DictReader(
+            io.StringIO(filtered.content.decode("utf-8-sig")), delimiter=separator
+        )
+        assert [row["payerName"] for row in only] == [name]
 
 
 async def test_an_unknown_csv_format_is_refused(merchant: Merchant) -> None:

@@ -1,8 +1,8 @@
-"""B2 and B4 over HTTP on each database: the list, its filters and sorts, and the report."""
+"""B2 and B4 over HTTP on each database: the list, its filters and sorts, and the report (once
+read from the service itself, to step between its statements)."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
@@ -15,17 +15,23 @@ from tests.support.payment_links import (
     CNPJ,
     CPF,
     LINK_FIELDS,
+    cancel,
     create,
     listing,
+    pay,
+    refund,
     tx,
     window,
 )
-from tests.support.service import EMPTY_PAGE, Merchant, assert_error_body
-from tucano.core.clock import clock
+from tests.support.service import EMPTY_PAGE, Merchant, RunningService, assert_error_body
+from tucano.core.clock import clock, format_utc
 from tucano.core.errors import ErrorCode
 from tucano.db.database import Database
 from tucano.payment_links import listing_repository
 from tucano.payment_links import service as payment_links
+from tucano.payment_links.domain import METHOD_CARD, METHOD_PIX
+from tucano.payment_links.filters import LinkFilters
+from tucano.refunds.service import run_due_refunds
 
 # --- B2 list --------------------------------------------------------------------------------
 
@@ -147,25 +153,25 @@ async def test_every_page_carries_the_total_near_and_far(
     assert (await listing(merchant, page=9, size=2, status="PAID"))["totalElements"] == 0
 
 
-async def test_status_sorts_by_its_code(merchant: Merchant, database: Database) -> None:
-    # By code (1 CREATED, 2 PAID, 3 EXPIRED), not alphabetically (CREATED, EXPIRED, PAID).
+async def test_status_sorts_by_its_code(service: RunningService, merchant: Merchant) -> None:
+    # By code (1 CREATED, 2 PAID, 3 EXPIRED, 4 CANCELLED, 5 REFUNDED), not alphabetically.
     with clock.freeze(clock.now() - timedelta(days=30)):
         await create(merchant, payerName="Expired", expirationDays=1)
-    paid = await create(merchant, payerName="Paid")
-    await create(merchant, payerName="Created")
-    async with database.session() as session:
-        link, _ = await payment_links.get_link(
-            session, customer_id=merchant.customer_id, link_uuid=uuid.UUID(paid["linkPaymentUuid"])
-        )
-        await payment_links.pay_link(session, link=link, method=2)
-        await session.commit()
+    made = {name: (await create(merchant, payerName=name))["linkPaymentUuid"] for name in (
+        "Refunded", "Cancelled", "Paid", "Created"
+    )}  # fmt: skip
+    for paid in ("Paid", "Refunded"):
+        await pay(service, merchant, made[paid], METHOD_PIX if paid == "Paid" else METHOD_CARD)
+    await refund(merchant, made["Refunded"])
+    await cancel(merchant, made["Cancelled"])
 
     async def codes(direction: str) -> list[tuple[int, str]]:
         page = await listing(merchant, sort=f"status,{direction}")
         return [(link["status"]["code"], link["payerName"]) for link in page["content"]]
 
-    assert await codes("asc") == [(1, "Created"), (2, "Paid"), (3, "Expired")]
-    assert await codes("desc") == [(3, "Expired"), (2, "Paid"), (1, "Created")]
+    in_order = [(1, "Created"), (2, "Paid"), (3, "Expired"), (4, "Cancelled"), (5, "Refunded")]
+    assert await codes("asc") == in_order
+    assert await codes("desc") == in_order[::-1]
 
 
 async def test_payer_names_sort_by_code_point_whatever_the_database_collation(
@@ -352,6 +358,113 @@ async def test_report_totals_every_matched_link(merchant: Merchant) -> None:
         await merchant.get(f"{BASE}/report", params=window(status="EXPIRED"), headers=tx())
     ).json()
     assert only_expired["totalCount"] == 1
+
+
+async def test_cancelled_and_refunded_links_are_listed_and_reported_as_such(
+    service: RunningService, merchant: Merchant
+) -> None:
+    await create(merchant, payerName="Open", amount=Decimal("10.00"))
+    made = {
+        name: (await create(merchant, payerName=name, amount=Decimal(amount)))["linkPaymentUuid"]
+        for name, amount in (
+            ("Cancelled", "20.00"),
+            ("Refunded", "100.00"),
+            ("Part", "50.00"),
+            ("Pending", "40.00"),
+        )
+    }
+    await cancel(merchant, made["Cancelled"])
+    for name, method in (("Refunded", METHOD_CARD), ("Part", METHOD_CARD), ("Pending", METHOD_PIX)):
+        await pay(service, merchant, made[name], method)
+    await refund(merchant, made["Refunded"])
+    await refund(merchant, made["Part"], amount=Decimal("20.00"))  # in part: still PAID
+    assert (await refund(merchant, made["Part"], amount=Decimal("5.13")))["status"] == "FAILED"
+    # The sandbox's Pix refunds stay PENDING for a while: nothing given back yet.
+    assert (await refund(merchant, made["Pending"], amount=15))["status"] == "PENDING"
+
+    async def report(**params: Any) -> dict[str, Any]:
+        response = await merchant.get(f"{BASE}/report", params=params, headers=tx())
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    now = clock.now()
+    # Whole days (from the day totals), and part of today (link by link).
+    ranges = [
+        window(),
+        {"startDate": format_utc(now - timedelta(hours=1)), "endDate": format_utc(now)},
+    ]
+    for dates in ranges:
+        everything = await report(**dates)
+        assert (everything["totalCount"], everything["totalAmount"]) == (5, 220.0), dates
+        assert everything["refundedAmount"] == 120.0
+        assert {
+            s["status"]: (s["count"], s["amount"], s["refundedAmount"])
+            for s in everything["byStatus"]
+        } == {
+            "CREATED": (1, 10.0, 0.0),
+            "PAID": (2, 90.0, 20.0),
+            "EXPIRED": (0, 0.0, 0.0),
+            "CANCELLED": (1, 20.0, 0.0),
+            "REFUNDED": (1, 100.0, 100.0),
+        }, dates
+        # A refunded link is still counted under the method it was paid by.
+        assert everything["byPaymentMethod"] == [
+            {"paymentMethod": 1, "count": 2, "amount": 150.0, "refundedAmount": 120.0},
+            {"paymentMethod": 2, "count": 1, "amount": 40.0, "refundedAmount": 0.0},
+        ], dates
+        for status, name, refunded in (
+            ("CANCELLED", "Cancelled", 0.0),
+            ("REFUNDED", "Refunded", 100.0),
+        ):
+            listed = await listing(merchant, status=status, **dates)
+            assert [link["payerName"] for link in listed["content"]] == [name], dates
+            assert listed["totalElements"] == 1
+            only = await report(status=status, **dates)
+            assert (only["totalCount"], only["refundedAmount"]) == (1, refunded), dates
+        by_card = await report(status="REFUNDED", paymentMethod=1, **dates)
+        assert by_card["totalCount"] == 1 and by_card["byPaymentMethod"][0]["count"] == 1
+        assert (await report(status="REFUNDED", paymentMethod=2, **dates))["totalCount"] == 0
+
+
+async def test_a_refund_ending_while_a_report_is_read_shows_in_all_of_it_or_none(
+    service: RunningService, merchant: Merchant
+) -> None:
+    # On PostgreSQL each statement of a read sees the database at its own moment: a report
+    # whose counts and refunded sums came from two could count a link as PAID and its refund
+    # under REFUNDED. Read from the service, to end the refund right after its first statement.
+    link = (await create(merchant, amount=Decimal("40.00")))["linkPaymentUuid"]
+    await pay(service, merchant, link, METHOD_PIX)
+    assert (await refund(merchant, link))["status"] == "PENDING"  # until the sandbox settles it
+    database = service.database
+    async with database.read_session() as session:
+        execute = session.execute
+        settled: list[int] = []
+
+        async def execute_then_settle(*args: Any, **kwargs: Any) -> Any:
+            result = await execute(*args, **kwargs)
+            if not settled:
+                with clock.freeze(clock.now() + timedelta(seconds=6)):
+                    settled.append(await run_due_refunds(database, service.app.state.refunder))
+            return result
+
+        session.execute = execute_then_settle  # type: ignore[method-assign]
+        report = await payment_links.report(
+            session,
+            customer_id=merchant.customer_id,
+            filters=LinkFilters(start=clock.now() - timedelta(days=1), end=clock.now()),
+        )
+    assert settled and settled[0] >= 1
+    refunds = await merchant.get(f"{BASE}/{link}/refunds", headers=tx())
+    assert refunds.json()[0]["status"] == "SUCCEEDED"
+    shown = {
+        s["status"]: (s["count"], s["amount"], s["refunded_amount"])
+        for s in report["by_status"]
+        if s["count"] or s["refunded_amount"]
+    }
+    before = {"PAID": (1, Decimal("40.00"), Decimal("0"))}
+    after = {"REFUNDED": (1, Decimal("40.00"), Decimal("40.00"))}
+    assert shown in (before, after)
+    assert report["refunded_amount"] == sum(s[2] for s in shown.values())
 
 
 async def test_by_day_counts_a_link_on_its_creation_day_in_brasilia(merchant: Merchant) -> None:

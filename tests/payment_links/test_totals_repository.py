@@ -1,9 +1,11 @@
 """Day totals give exactly what reading every link gives: lists' counts and reports, for any
 range and any moment, whether the changes have been folded or not, days being Brasília's, across
-daylight-saving changes too. Both databases."""
+daylight-saving changes too, with links paid, cancelled and refunded (in full, in part, or not
+at all). Both databases."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import uuid
 from collections import Counter
@@ -15,21 +17,37 @@ from sqlalchemy import func, select
 
 from tests.support.service import new_customer_id
 from tucano.brazil.brasilia_time import brasilia_date
+from tucano.checkout.card_processor import SandboxCardProcessor
+from tucano.config import PixProviderName
 from tucano.core.clock import clock
+from tucano.core.errors import BadRequest, Conflict
 from tucano.db.database import Database
+from tucano.payment_links import lifecycle, matching
 from tucano.payment_links import service as payment_links
 from tucano.payment_links.domain import METHOD_CARD, METHOD_PIX, status_at
 from tucano.payment_links.filters import LinkFilters
 from tucano.payment_links.listing_repository import ListingRepository
-from tucano.payment_links.models import LinkDayChange, Payment, PaymentLink
+from tucano.payment_links.models import LinkDayChange, Payment, PaymentLink, Refund
 from tucano.payment_links.schemas import PaymentLinkCreate
 from tucano.payment_links.totals_repository import DayTotalRepository
+from tucano.pix.provider import StaticCodeProvider
+from tucano.refunds.refunder import Refunder
+from tucano.refunds.service import request_refund
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
 # Brazil's daylight saving time began at midnight on 4 November 2018 (a day of 23 hours) and
 # ended on 17 February 2019 (a day of 25 hours): links around them may expire a day off.
 DST_BEGAN = datetime(2018, 10, 25, tzinfo=UTC)
 DST_ENDED = datetime(2019, 2, 8, tzinfo=UTC)
+# The sandbox's refunders: one whose Pix refunds succeed at once, one whose stay PENDING.
+REFUNDER = Refunder(
+    card=SandboxCardProcessor(),
+    pix=StaticCodeProvider(PixProviderName.SANDBOX, refund_delay=timedelta(0)),
+)
+SLOW_REFUNDER = Refunder(
+    card=SandboxCardProcessor(),
+    pix=StaticCodeProvider(PixProviderName.SANDBOX, refund_delay=timedelta(days=365)),
+)
 
 
 async def create_at(
@@ -52,7 +70,8 @@ async def create_at(
 async def make_links(
     database: Database, customer_id: int, rng: random.Random, start: datetime = START
 ) -> None:
-    """Links over 25 days, some paid a while later; changes folded now and then."""
+    """Links over 25 days, some paid a while later (and some of those refunded), some
+    cancelled; changes folded now and then."""
     for _ in range(70):
         moment = start + timedelta(
             seconds=rng.randrange(25 * 86400), milliseconds=rng.randrange(1000)
@@ -68,15 +87,23 @@ async def make_links(
             link = payment_links.new_link(customer_id=customer_id, data=data, autopay_delay=None)
             ref = payment_links.IdempotencyRef(customer_id, uuid.uuid4(), "x")
             await payment_links.create_link(database, ref=ref, link=link, response=b"{}")
+        later = moment + timedelta(hours=rng.uniform(0, 24 * data.expiration_days - 1))
         if rng.random() < 0.4:
-            paid_at = moment + timedelta(hours=rng.uniform(0, 24 * data.expiration_days - 1))
-            with clock.freeze(paid_at):
+            method = rng.choice([METHOD_CARD, METHOD_PIX])
+            with clock.freeze(later):
                 async with database.session() as session:
                     stored, _ = await payment_links.get_link(
                         session, customer_id=customer_id, link_uuid=link.uuid
                     )
-                    await payment_links.pay_link(
-                        session, link=stored, method=rng.choice([METHOD_CARD, METHOD_PIX])
+                    await payment_links.pay_link(session, link=stored, method=method)
+                    await session.commit()
+            if rng.random() < 0.6:
+                await refund_some(database, link, method, later, rng)
+        elif rng.random() < 0.2:
+            with clock.freeze(later):
+                async with database.session() as session:
+                    await lifecycle.cancel_link(
+                        session, customer_id=customer_id, link_uuid=link.uuid
                     )
                     await session.commit()
         if rng.random() < 0.15:
@@ -85,11 +112,30 @@ async def make_links(
                 await session.commit()
 
 
+async def refund_some(
+    database: Database, link: PaymentLink, method: int, paid_at: datetime, rng: random.Random
+) -> None:
+    """One to three refunds of a paid link, through the refunds service: what is left, a part
+    (perhaps more than is left: refused), 0.13 (which the sandbox fails), or a Pix refund left
+    PENDING."""
+    at = paid_at
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        at += timedelta(hours=rng.uniform(0, 48))
+        amount = rng.choice([None, 13, rng.randint(1, link.amount_cents)])
+        pending = method == METHOD_PIX and rng.random() < 0.25
+        request = lifecycle.RefundRequest(link.customer_id, link.uuid, uuid.uuid4(), amount, None)
+        # Refused when it asks for more than is left, or nothing is left.
+        with clock.freeze(at), contextlib.suppress(BadRequest, Conflict):
+            await request_refund(database, SLOW_REFUNDER if pending else REFUNDER, request)
+
+
 async def truth(
     database: Database, customer_id: int, filters: LinkFilters, now: datetime
-) -> Counter[tuple[object, str, int]]:
-    """Every matched link read one by one, bucketed in Python."""
+) -> tuple[Counter[tuple[object, str, int]], Counter[tuple[str, int]]]:
+    """Every matched link read one by one, bucketed in Python; and what its refunds gave back,
+    by status and method."""
     counted: Counter[tuple[object, str, int]] = Counter()
+    refunded: Counter[tuple[str, int]] = Counter()
     async with database.session() as session:
         rows = await session.execute(
             select(PaymentLink, Payment)
@@ -108,7 +154,27 @@ async def truth(
             key = (brasilia_date(link.created_at), status, method)
             counted[key] += 1
             counted[(*key[:2], -method - 1)] += link.amount_cents  # the cents, apart
-    return counted
+            refunded[(status, method)] += link.refunded_cents
+    return counted, +refunded
+
+
+async def read_back(
+    database: Database, customer_id: int, filters: LinkFilters, now: datetime
+) -> tuple[Counter[tuple[object, str, int]], Counter[tuple[str, int]]]:
+    """What a report reads, bucketed as `truth` buckets it."""
+    async with database.read_session() as session:
+        got = await ListingRepository(session).tally(
+            customer_id=customer_id, filters=filters, now=now
+        )
+    counted: Counter[tuple[object, str, int]] = Counter()
+    refunded: Counter[tuple[str, int]] = Counter()
+    for row in got:
+        if row.day is None:
+            refunded[(row.status, row.method)] += row.refunded_cents
+        else:
+            counted[(row.day, row.status, row.method)] += row.links
+            counted[(row.day, row.status, -row.method - 1)] += row.cents
+    return +counted, +refunded
 
 
 @pytest.mark.parametrize(
@@ -124,8 +190,20 @@ async def test_totals_match_reading_every_link(private_database: Database, start
             .select_from(LinkDayChange)
             .where(LinkDayChange.customer_id == customer_id)
         )
+        refunds = Counter(
+            await session.scalars(select(Refund.status).where(Refund.customer_id == customer_id))
+        )
+        statuses = Counter(
+            await session.scalars(
+                select(PaymentLink.status).where(PaymentLink.customer_id == customer_id)
+            )
+        )
     assert unfolded  # some changes are still unfolded: readers must add them
+    # Every kind of link and refund is there to be counted.
+    assert all(refunds[status] for status in ("PENDING", "SUCCEEDED", "FAILED")), refunds
+    assert all(statuses[status] for status in ("CREATED", "PAID", "CANCELLED", "REFUNDED"))
 
+    whole_days = 0
     for case in range(60):
         since = start + timedelta(minutes=rng.randrange(-3 * 1440, 26 * 1440))
         if rng.random() < 0.5:  # whole days too (UTC's and Brasília's), and less than a day
@@ -136,34 +214,32 @@ async def test_totals_match_reading_every_link(private_database: Database, start
         filters = LinkFilters(
             start=since,
             end=end,
-            status=rng.choice([None, None, "CREATED", "PAID", "EXPIRED"]),
+            status=rng.choice([None, None, "CREATED", "PAID", "EXPIRED", "CANCELLED", "REFUNDED"]),
             payment_method=rng.choice([None, None, None, METHOD_CARD, METHOD_PIX]),
         )
         expected = await truth(private_database, customer_id, filters, now)
-        async with private_database.read_session() as session:
-            got = await ListingRepository(session).tally(
-                customer_id=customer_id, filters=filters, now=now
-            )
-        counted: Counter[tuple[object, str, int]] = Counter()
-        for row in got:
-            counted[(row.day, row.status, row.method)] += row.links
-            counted[(row.day, row.status, -row.method - 1)] += row.cents
-        assert counted == expected, (case, filters, now)
+        assert await read_back(private_database, customer_id, filters, now) == expected, (
+            case,
+            filters,
+            now,
+        )
+        shape, _ = matching.shape_and_values(
+            private_database.dialect == "postgresql", customer_id, filters, now, ()
+        )
+        whole_days += shape.whole_days
+    assert whole_days >= 10  # many of the cases read whole days from the totals
 
-    # Folding everything changes nothing a reader sees.
-    async with private_database.session() as session:
-        while await DayTotalRepository(session).fold():
-            pass
-        await session.commit()
+    # Folding everything changes nothing a reader sees, nor does counting again from the links.
     filters = LinkFilters(start=start - timedelta(days=1), end=start + timedelta(days=30))
     now = start + timedelta(days=6, hours=5)
-    async with private_database.read_session() as session:
-        folded = await ListingRepository(session).tally(
-            customer_id=customer_id, filters=filters, now=now
-        )
-    assert sum(t.links for t in folded) == 70
     expected = await truth(private_database, customer_id, filters, now)
-    assert sum(v for (_, _, m), v in expected.items() if m >= 0) == 70
+    assert sum(v for (_, _, m), v in expected[0].items() if m >= 0) == 70
+    await fold_all(private_database)
+    assert await read_back(private_database, customer_id, filters, now) == expected
+    async with private_database.session() as session:
+        await DayTotalRepository(session).rebuild()
+        await session.commit()
+    assert await read_back(private_database, customer_id, filters, now) == expected
 
 
 async def tally_of(

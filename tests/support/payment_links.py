@@ -89,3 +89,20 @@ async def pay(
         )
         await payment_links.pay_link(session, link=link, method=method, installments=installments)
         await session.commit()
+
+
+async def cancel(merchant: Merchant, link_uuid: str) -> None:
+    """Cancel a CREATED link through the API."""
+    response = await merchant.post(f"{BASE}/{link_uuid}/cancel", headers=tx())
+    assert response.status_code == 200, response.text
+
+
+async def refund(merchant: Merchant, link_uuid: str, **body: Any) -> dict[str, Any]:
+    """Refund a PAID link through the API (`amount` defaults to what is left); the refund."""
+    response = await merchant.post(
+        f"{BASE}/{link_uuid}/refunds",
+        content=json_codec.dumps(body),
+        headers={"content-type": "application/json", **tx()},
+    )
+    assert response.status_code == 201, response.text
+    return dict(response.json())

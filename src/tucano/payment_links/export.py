@@ -35,6 +35,7 @@ CSV_COLUMNS = [
     "paymentReceipt",
     "paymentDate",
     "installments",
+    "refundedAmount",
 ]
 
 
@@ -113,6 +114,7 @@ async def stream_csv(
                         payment.payment_receipt if payment else None,
                         format_utc(payment.paid_at) if payment else None,
                         payment.installments if payment else None,
+                        _amount(link.refunded_cents, decimal_comma=excel),
                     )
                 ]
             )

@@ -9,14 +9,14 @@ from datetime import date, datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, func, select, tuple_
+from sqlalchemy import CompoundSelect, Select, func, literal_column, select, tuple_, union_all
 
 from tucano.db.postgres import Compiled, read_connection
 from tucano.db.repository import Repository
 from tucano.payment_links import matching
 from tucano.payment_links.filters import LinkFilters
 from tucano.payment_links.matching import LINKS, PAYMENTS
-from tucano.payment_links.models import PaymentLink, Refund
+from tucano.payment_links.models import PaymentLink
 
 # A link's columns and its payment's (all None until paid), as every reader reads a link.
 LINK_WITH_PAYMENT = (
@@ -33,13 +33,16 @@ DEEP_OFFSET = 10_000
 
 
 class Tally(NamedTuple):
-    """Matched links of one Brasília day, status (as seen now) and payment method (0: not paid)."""
+    """Matched links of one Brasília day, status (as seen now) and payment method (0: not
+    paid), or (day None) what SUCCEEDED refunds of the matched links of a status and method
+    gave back."""
 
-    day: date
+    day: date | None
     status: str
     method: int
     links: int
     cents: int
+    refunded_cents: int
 
 
 class ListingRepository(Repository[PaymentLink]):
@@ -85,31 +88,16 @@ class ListingRepository(Repository[PaymentLink]):
         return [], int(await self.session.scalar(statements.total, values) or 0)
 
     async def tally(self, *, customer_id: int, filters: LinkFilters, now: datetime) -> list[Tally]:
-        """How many links match, and for how much, by day, status and method, in one
-        statement."""
+        """How many links match, and for how much, by day, status and method, and what their
+        refunds gave back, by status and method: in one statement, so on PostgreSQL from one
+        snapshot (a refund that ends meanwhile shows in all of a report or in none of it)."""
         shape, values = matching.shape_and_values(self.on_postgresql, customer_id, filters, now, ())
         rows = await self.session.execute(_tally_statement(shape), values)
         return [
-            Tally(day, status, method, int(count), int(cents))
-            for day, status, method, count, cents in rows
-            if count
+            Tally(day, status, method, int(count), int(cents), int(refunded))
+            for day, status, method, count, cents, refunded in rows
+            if count or refunded
         ]
-
-    async def refunded(
-        self, *, customer_id: int, filters: LinkFilters, now: datetime
-    ) -> list[tuple[str, int, int]]:
-        """What SUCCEEDED refunds of the matched links gave back, by the links' status (as
-        seen now) and payment method: (status, method, cents). Read from the refunds, which
-        are few beside the links."""
-        status = matching.effective_status(now)
-        rows = await self.session.execute(
-            matching.matched_links(customer_id, filters, now)
-            .join(Refund, Refund.link_id == PaymentLink.id)
-            .where(Refund.customer_id == customer_id, Refund.status == "SUCCEEDED")
-            .add_columns(status, Refund.method, func.sum(Refund.amount_cents))
-            .group_by(status, Refund.method)
-        )
-        return [(row[0], int(row[1]), int(row[2])) for row in rows]
 
     async def chunk(
         self,
@@ -173,16 +161,19 @@ def _compiled_list(shape: matching.Shape) -> tuple[Compiled, Compiled]:
 
 
 @lru_cache(maxsize=512)
-def _tally_statement(shape: matching.Shape) -> Select[Any]:
-    counted = matching.tallied(shape, matching.bound_filters(shape))
-    return (
+def _tally_statement(shape: matching.Shape) -> CompoundSelect[Any]:
+    filters = matching.bound_filters(shape)
+    counted = matching.tallied(shape, filters)
+    links = (
         select(
             counted.c.day,
             counted.c.status,
             counted.c.method,
             func.sum(counted.c.links),
             func.sum(counted.c.cents),
+            literal_column("0"),
         )
-        .where(*matching.tallied_conditions(counted, matching.bound_filters(shape)))
+        .where(*matching.tallied_conditions(counted, filters))
         .group_by(counted.c.day, counted.c.status, counted.c.method)
     )
+    return union_all(links, matching.given_back(filters))

@@ -13,12 +13,15 @@ from typing import Any, NamedTuple, cast
 from sqlalchemy import (
     BindParameter,
     ColumnElement,
+    Date,
     Select,
     Table,
     bindparam,
     case,
     func,
     literal,
+    literal_column,
+    null,
     select,
     union_all,
 )
@@ -34,7 +37,7 @@ from tucano.payment_links.filters import (
     midnight,
     steady_days,
 )
-from tucano.payment_links.models import Payment, PaymentLink
+from tucano.payment_links.models import Payment, PaymentLink, Refund
 
 LINKS = cast(Table, PaymentLink.__table__)
 PAYMENTS = cast(Table, Payment.__table__)
@@ -109,7 +112,7 @@ def order_by(sort: Sequence[tuple[str, str]], now: Any, *, on_postgresql: bool) 
         "payerName": (
             PaymentLink.payer_name.collate("C") if on_postgresql else PaymentLink.payer_name
         ),
-        # By the status code a reader sees (1 CREATED, 2 PAID, 3 EXPIRED), not by its name.
+        # By the status code a reader sees (1 CREATED to 5 REFUNDED), not by its name.
         "status": _effective_status_code(now),
     }
     order: list[Any] = [
@@ -239,6 +242,27 @@ def matched_total(shape: Shape, filters: LinkFilters) -> Any:
         .where(*tallied_conditions(counted, filters))
         .correlate(None)
         .scalar_subquery()
+    )
+
+
+def given_back(filters: LinkFilters) -> Select[Any]:
+    """What SUCCEEDED refunds of the matched links gave back, by status (as seen now) and
+    payment method, in the columns of a report's rows: (day NULL, status, method, 0 links,
+    0 cents, refunded cents). Read from the refunds, which are few beside the links."""
+    status = effective_status(NOW)
+    return (
+        matched_links(CUSTOMER, filters, NOW)
+        .join(Refund, Refund.link_id == PaymentLink.id)
+        .where(Refund.customer_id == CUSTOMER, Refund.status == "SUCCEEDED")
+        .add_columns(
+            null().cast(Date),
+            status,
+            Refund.method,
+            literal_column("0"),
+            literal_column("0"),
+            func.sum(Refund.amount_cents),
+        )
+        .group_by(status, Refund.method)
     )
 
 

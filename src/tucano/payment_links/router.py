@@ -74,7 +74,13 @@ async def link_filters(
         str | None,
         Query(alias="paymentReceipt", max_length=40, description="PIX end-to-end id or card NSU."),
     ] = None,
-    status: Annotated[StatusName | None, Query()] = None,
+    status: Annotated[
+        StatusName | None,
+        Query(
+            description="One status by name, as a reader sees it: CREATED (code 1), PAID (2, "
+            "refunded in part included), EXPIRED (3), CANCELLED (4), REFUNDED (5: in full)."
+        ),
+    ] = None,
     payment_method: Annotated[
         Annotated[PaymentMethod, BeforeValidator(_method_in_digits)] | None,
         Query(alias="paymentMethod", description="1 credit card, 2 PIX."),

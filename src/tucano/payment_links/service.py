@@ -172,21 +172,19 @@ async def report(
     by_status: dict[str, list[int]] = {name: [0, 0, 0] for name in STATUS_NAMES}
     by_method: dict[int, list[int]] = {METHOD_CARD: [0, 0, 0], METHOD_PIX: [0, 0, 0]}
     by_day: dict[date, list[int]] = {}
-    now = clock.now()
-    listing = ListingRepository(session)
-    tallies = await listing.tally(customer_id=customer_id, filters=filters, now=now)
-    refunded = await listing.refunded(customer_id=customer_id, filters=filters, now=now)
-    for status, method, cents in refunded:
-        by_status[status][2] += cents
-        if method in by_method:
-            by_method[method][2] += cents
+    tallies = await ListingRepository(session).tally(
+        customer_id=customer_id, filters=filters, now=clock.now()
+    )
     for row in tallies:
-        sums = [by_status[row.status], by_day.setdefault(row.day, [0, 0])]
+        sums = [by_status[row.status]]
         if row.method in by_method:
             sums.append(by_method[row.method])
+        if row.day is not None:
+            sums.append(by_day.setdefault(row.day, [0, 0, 0]))
         for counted in sums:
             counted[0] += row.links
             counted[1] += row.cents
+            counted[2] += row.refunded_cents
     return {
         "start_date": filters.start,
         "end_date": filters.end,
@@ -213,7 +211,7 @@ async def report(
         ],
         "by_day": [
             {"date": day.isoformat(), "count": count, "amount": from_cents(cents)}
-            for day, (count, cents) in sorted(by_day.items())
+            for day, (count, cents, _) in sorted(by_day.items())
         ],
     }
 
