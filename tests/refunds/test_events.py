@@ -143,3 +143,38 @@ async def test_a_link_that_expires_sends_expired_once(
             select(func.count()).where(Event.customer_id == merchant.customer_id)
         )
     assert published == 1
+
+
+async def test_a_merchant_cancels_refunds_a_card_in_full_and_a_pix_in_two_parts(
+    delivery_service: RunningService, receiver: Receiver
+) -> None:
+    """The issue's whole story in the sandbox: each change reaches the receiver, signed."""
+    merchant, signer = await subscribed(delivery_service, receiver)
+    sent_by_mistake = await create(merchant, amount=Decimal("5.00"))
+    by_card = await create(merchant, amount=Decimal("80.00"))
+    by_pix = await create(merchant, amount=Decimal("50.00"))
+    await pay(delivery_service, merchant, by_card["linkPaymentUuid"], METHOD_CARD)
+    await pay(delivery_service, merchant, by_pix["linkPaymentUuid"], METHOD_PIX)
+    cancelled = await merchant.post(
+        f"{BASE}/{sent_by_mistake['linkPaymentUuid']}/cancel", headers=tx()
+    )
+    assert cancelled.status_code == 200
+    assert (await refund(merchant, by_card["linkPaymentUuid"]))["status"] == "SUCCEEDED"
+    first = await refund(merchant, by_pix["linkPaymentUuid"], amount=20)
+    second = await refund(merchant, by_pix["linkPaymentUuid"])
+    assert (first["status"], second["status"], second["amount"]) == ("PENDING", "PENDING", 30.0)
+    events = await received(receiver, merchant, signer, 6)
+    seen = sorted((event["paymentLinkUuid"], event["status"]) for event in events)
+    assert seen == sorted(
+        [
+            (sent_by_mistake["linkPaymentUuid"], "CANCELLED"),
+            (by_card["linkPaymentUuid"], "PAID"),
+            (by_card["linkPaymentUuid"], "REFUNDED"),
+            (by_pix["linkPaymentUuid"], "PAID"),
+            (by_pix["linkPaymentUuid"], "PARTIALLY_REFUNDED"),
+            (by_pix["linkPaymentUuid"], "REFUNDED"),
+        ]
+    )
+    shown = await merchant.get(f"{BASE}/{by_pix['linkPaymentUuid']}", headers=tx())
+    assert shown.json()["status"] == {"code": 5, "description": "REFUNDED"}
+    assert [r["status"] for r in shown.json()["refunds"]] == ["SUCCEEDED", "SUCCEEDED"]
