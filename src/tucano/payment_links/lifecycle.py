@@ -79,7 +79,7 @@ async def cancel_link(
     """CREATED becomes CANCELLED, with its event, in the caller's transaction; any other
     status is a 409 that names it."""
     links = PaymentLinkRepository(session)
-    found = await links.get_for_update_by_uuid(customer_id=customer_id, link_uuid=link_uuid)
+    found = await links.get(customer_id=customer_id, link_uuid=link_uuid, for_update=True)
     if found is None:
         raise NotFound(ErrorCode.PAYMENT_LINK_NOT_FOUND)
     link, payment = found
@@ -160,8 +160,8 @@ async def lock_link(
 ) -> tuple[PaymentLink, Payment | None]:
     """The customer's link and its payment, the link locked until commit (refunds of one link
     are asked for one at a time); 404 for another customer's."""
-    found = await PaymentLinkRepository(session).get_for_update_by_uuid(
-        customer_id=customer_id, link_uuid=link_uuid
+    found = await PaymentLinkRepository(session).get(
+        customer_id=customer_id, link_uuid=link_uuid, for_update=True
     )
     if found is None:
         raise NotFound(ErrorCode.PAYMENT_LINK_NOT_FOUND)

@@ -124,16 +124,18 @@ class PaymentLinkRepository(Repository[PaymentLink]):
             return (await session.execute(_READ, values)).first()
 
     async def get(
-        self, *, customer_id: int, link_uuid: uuid.UUID
+        self, *, customer_id: int, link_uuid: uuid.UUID, for_update: bool = False
     ) -> tuple[PaymentLink, Payment | None] | None:
-        """The customer's link and its payment, as ORM objects for a change."""
-        row = (
-            await self.session.execute(
-                _LINK_AND_PAYMENT.where(
-                    PaymentLink.uuid == link_uuid, PaymentLink.customer_id == customer_id
-                )
+        """The customer's link and its payment, as ORM objects for a change; with
+        `for_update`, the link locked until the transaction ends."""
+        statement = _LINK_AND_PAYMENT.where(
+            PaymentLink.uuid == link_uuid, PaymentLink.customer_id == customer_id
+        )
+        if for_update:
+            statement = statement.with_for_update(of=PaymentLink).execution_options(
+                populate_existing=True
             )
-        ).first()
+        row = (await self.session.execute(statement)).first()
         return None if row is None else (row[0], row[1])
 
     async def find_for_checkout(
@@ -187,21 +189,6 @@ class PaymentLinkRepository(Repository[PaymentLink]):
             .execution_options(synchronize_session=False)
         )
         return getattr(cancelled, "rowcount", 0) == 1
-
-    async def get_for_update_by_uuid(
-        self, *, customer_id: int, link_uuid: uuid.UUID
-    ) -> tuple[PaymentLink, Payment | None] | None:
-        """The customer's link and its payment, the link locked until the transaction ends."""
-        row = (
-            await self.session.execute(
-                _LINK_AND_PAYMENT.where(
-                    PaymentLink.uuid == link_uuid, PaymentLink.customer_id == customer_id
-                )
-                .with_for_update(of=PaymentLink)
-                .execution_options(populate_existing=True)
-            )
-        ).first()
-        return None if row is None else (row[0], row[1])
 
     async def expired_unannounced(self, *, now: datetime, limit: int) -> Sequence[PaymentLink]:
         """CREATED links past their expiry whose EXPIRED event has not been published, oldest
