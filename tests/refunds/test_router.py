@@ -212,3 +212,32 @@ async def test_the_events_pix_provider_and_a_missing_card_processor_refund_nothi
         assert_error_body(answer, 409)
         assert words in answer.text
         assert (await details(merchant, link))["refunds"] == []
+
+
+async def test_a_refund_body_may_be_left_out_or_name_the_amount_as_text(
+    service: RunningService, merchant: Merchant
+) -> None:
+    link = await paid_link(service, merchant, "30.00")
+    for body in (b"[]", b'"x"', b"{", b'{"amount": null, "extra": 1, "reason": 5}'):
+        answer = await merchant.post(
+            f"{BASE}/{link}/refunds",
+            content=body,
+            headers={"x-transaction-id": str(uuid.uuid4()), "content-type": "application/json"},
+        )
+        assert_error_body(answer, 400)
+    key = {"x-transaction-id": str(uuid.uuid4())}
+    as_text = await merchant.post(f"{BASE}/{link}/refunds", json={"amount": "10.00"}, headers=key)
+    assert as_text.status_code == 201 and as_text.json()["amount"] == 10.0
+    empty = await merchant.post(
+        f"{BASE}/{link}/refunds", headers={"x-transaction-id": str(uuid.uuid4())}
+    )
+    assert empty.status_code == 201 and empty.json()["amount"] == 20.0
+    as_form = await merchant.post(
+        f"{BASE}/{link}/refunds",
+        content=b"amount=1",
+        headers={
+            "x-transaction-id": str(uuid.uuid4()),
+            "content-type": "application/x-www-form-urlencoded",
+        },
+    )
+    assert_error_body(as_form, 415)
