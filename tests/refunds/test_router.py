@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from tests.support.payment_links import BASE, create, pay, tx
 from tests.support.service import Merchant, RunningService, assert_error_body
@@ -119,8 +120,11 @@ async def test_a_refund_ending_in_13_cents_fails_in_the_sandbox(
     service: RunningService, merchant: Merchant
 ) -> None:
     link = await paid_link(service, merchant, "20.00")
+    labels = {"method": "card", "outcome": "failed"}
+    before = REGISTRY.get_sample_value("tucano_refund_answers_total", labels) or 0
     failed = await refund(merchant, link, amount=5.13)
     assert failed.status_code == 201
+    assert REGISTRY.get_sample_value("tucano_refund_answers_total", labels) == before + 1
     assert failed.json()["status"] == "FAILED"
     assert "13 cents" in failed.json()["failureReason"]
     shown = await details(merchant, link)

@@ -65,6 +65,12 @@ PIX_PROVIDER_CALL_DURATION = Histogram(
     ("operation",),
     buckets=_PIX_CALL_BUCKETS,
 )
+REFUND_ANSWERS = Counter(
+    "tucano_refund_answers_total",
+    "Answers to a refund asked of the card processor or the Pix provider, by method (card, "
+    "pix) and outcome: succeeded, failed, or pending (in progress, or no answer: asked again).",
+    ("method", "outcome"),
+)
 
 _OUTCOMES = {
     "SUCCESS": "success",

@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 
 from tucano.core import json_codec
 from tucano.core.clock import clock
+from tucano.core.metrics import REFUND_ANSWERS
 from tucano.db.database import Database
 from tucano.payment_links import lifecycle
 from tucano.payment_links.domain import METHOD_PIX
@@ -87,6 +88,9 @@ def answer_of(refund: Refund) -> bytes:
 async def carry_out(database: Database, refunder: Refunder, task: RefundTask) -> RefundOutcome:
     """Ask for the refund and record the answer."""
     outcome = await refunder.ask(task)
+    REFUND_ANSWERS.labels(
+        "pix" if task.method == METHOD_PIX else "card", outcome.status.lower()
+    ).inc()
     async with database.session() as session:
         if outcome.status == "PENDING":
             await lifecycle.postpone_refund(
