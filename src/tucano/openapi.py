@@ -40,6 +40,7 @@ OPERATION_IDS = {
     "POST /webhook/v1/{id}/secret/rotate": "rotateWebhookSecret",
     "GET /webhook/v1/{id}/delivery-status": "getWebhookDeliveryStatus",
     "POST /webhook/v1/{id}/redeliver": "redeliverEvent",
+    "POST /webhook/v1/{id}/recover": "recoverWebhookDeliveries",
     "GET /webhook/v1/list/results": "listWebhookResults",
     "POST /webhook/v1/test-events": "sendTestEvent",
     "POST /internal/v1/events": "publishEvent",

@@ -6,13 +6,16 @@ import asyncio
 import itertools
 import json
 import time
-from datetime import datetime, timedelta
+from collections import Counter
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from aiohttp import web
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
+from tests.support import receivers
 from tests.support.deliveries import (
     eventually,
     pix_outbound,
@@ -21,8 +24,9 @@ from tests.support.deliveries import (
     results,
     results_for,
 )
-from tests.support.receivers import Receiver, always, failing_then_ok, hanging
+from tests.support.receivers import Received, Receiver, always, failing_then_ok, hanging
 from tests.support.service import EMPTY_PAGE, Merchant, RunningService, assert_error_body
+from tucano.auth.tokens import Scope
 from tucano.core import json_codec
 from tucano.core.errors import ErrorCode
 from tucano.deliveries.worker import attempts
@@ -782,6 +786,158 @@ async def test_redelivery_refusals(
     assert_error_body(inactive, 409, ErrorCode.WEBHOOK_INACTIVE)
     missing = await owner.post(f"/webhook/v1/{webhook['webhookId']}/redeliver", json={})
     assert_error_body(missing, 400)
+
+
+# --- recovery -------------------------------------------------------------------------------
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+async def test_recovery_delivers_again_what_failed_for_good_and_nothing_else(
+    merchant: Merchant, publisher: Merchant, receiver: Receiver
+) -> None:
+    """Three events exhausted their schedule, one was delivered, one is still being retried:
+    recovering the range sends the three again, once each, as they were first sent."""
+    before = datetime.now(UTC)
+    refused = {"fail-1", "fail-2", "fail-3"}  # answered 500 until the receiver is fixed
+
+    async def behave(request: Received, _nth: int) -> web.StreamResponse:
+        transfer = json.loads(request.body)["transferId"]
+        if transfer == "busy":  # slow, then busy: retried for a few seconds
+            await asyncio.sleep(0.5)
+            return await receivers.answer(503, **{"Retry-After": "1"})
+        return await receivers.answer(500 if transfer in refused else 200)
+
+    receiver.behaviours["/recover"] = behave
+    webhook = await register(merchant, receiver, "/recover")
+    hook = webhook["webhookId"]
+    path = f"/webhook/v1/{hook}/recover"
+    transfers = {}
+
+    async def send(*names: str) -> None:
+        for transfer in names:
+            published = await publish(
+                publisher, merchant.customer_id, pix_outbound(transferId=transfer)
+            )
+            transfers[published["eventId"]] = transfer
+
+    await send("fail-1", "fail-2", "fail-3")
+    await results_for(merchant, 3, webhookId=hook, status="EXHAUSTED")
+    # Then a success, which keeps the webhook clear of automatic deactivation for a while.
+    await send("ok", "busy")
+    by_transfer = {transfer: event_id for event_id, transfer in transfers.items()}
+    failed = {by_transfer[t] for t in ("fail-1", "fail-2", "fail-3")}
+    await results_for(merchant, 1, webhookId=hook, status="SUCCESS")
+    # Two retries of each failed event, and the busy one's first attempt.
+    await results_for(merchant, 3 * 2 + 1, webhookId=hook, status="PENDING_RETRY")
+    refused.clear()
+
+    preview = await merchant.post(path, params={"dryRun": "true"}, json={"since": iso(before)})
+    assert (preview.status_code, preview.json()) == (200, {"count": 3})
+    recovered = await merchant.post(path, json={"since": iso(before)})
+    assert (recovered.status_code, recovered.json()) == (202, {"count": 3})
+    # At once again: the three are queued (or delivered by now), the busy one still retried.
+    again = await merchant.post(path, json={"since": iso(before), "until": iso(datetime.now(UTC))})
+    assert (again.status_code, again.json()) == (202, {"count": 0})
+
+    def sent() -> Counter[str]:
+        return Counter(r.headers["webhook-id"] for r in receiver.at("/recover"))
+
+    async def sent_again() -> bool:
+        return all(sent()[event_id] == 4 for event_id in failed)
+
+    await eventually(sent_again, what="the three failed events sent again")
+
+    async def busy_ended() -> bool:
+        records = (await results(merchant, webhookId=hook, size=100))["content"]
+        newest = next(r for r in records if r["eventId"] == by_transfer["busy"])
+        return newest["status"] != "PENDING_RETRY"
+
+    # The busy event's own schedule runs out (or the webhook, failing for a while, is switched
+    # off first, which ends it as FAILED): it is then what a recovery finds, alone.
+    await eventually(busy_ended, timeout=20, what="the busy event's schedule to end")
+    busy_records = await results(merchant, webhookId=hook, size=100)
+    reached = [
+        r
+        for r in busy_records["content"]
+        if r["eventId"] == by_transfer["busy"] and r["httpStatus"] == 503
+    ]
+    assert sent() == {
+        **{event_id: 4 for event_id in failed},
+        by_transfer["ok"]: 1,
+        by_transfer["busy"]: len(reached),
+    }
+    for request in receiver.at("/recover"):
+        # Signed as the first time, under the event's id.
+        body = verify(webhook["secret"], request)
+        assert body["transferId"] == transfers[request.headers["webhook-id"]]
+    records = await results(merchant, webhookId=hook, status="SUCCESS", size=100)
+    assert sorted(r["attempt"] for r in records["content"]) == [1, 1, 1, 1]
+    await merchant.put(f"/webhook/v1/{hook}", json={"isActive": True})
+    last = await merchant.post(path, params={"dryRun": "true"}, json={"since": iso(before)})
+    assert (last.status_code, last.json()) == (200, {"count": 1})
+    # A range that ended before any of it finds nothing.
+    earlier = {"since": iso(before - timedelta(days=1)), "until": iso(before)}
+    nothing = await merchant.post(path, json=earlier)
+    assert (nothing.status_code, nothing.json()) == (202, {"count": 0})
+
+
+async def test_recovery_refusals(delivery_service: RunningService, receiver: Receiver) -> None:
+    owner = await delivery_service.merchant()
+    stranger = await delivery_service.merchant()
+    webhook = await register(owner, receiver, "/recover-refused")
+    path = f"/webhook/v1/{webhook['webhookId']}/recover"
+    now = datetime.now(UTC)
+    since = {"since": iso(now - timedelta(hours=1))}
+
+    for dry_run in ({}, {"dryRun": "true"}):
+        theirs = await stranger.post(path, params=dry_run, json=since)
+        assert_error_body(theirs, 404, ErrorCode.WEBHOOK_NOT_FOUND)
+    reader = await delivery_service.merchant(
+        scopes=[Scope.WEBHOOK_READ], customer_id=owner.customer_id
+    )
+    assert_error_body(await reader.post(path, json=since), 403, ErrorCode.INSUFFICIENT_SCOPE)
+
+    bad_ranges: list[tuple[dict[str, Any], str]] = [
+        ({}, "since is required"),
+        ({"until": iso(now)}, "since is required"),
+        ({"since": "yesterday"}, "since must be an ISO 8601 timestamp"),
+        ({"since": 1767225600}, "since must be an ISO 8601 timestamp"),
+        ({"since": iso(now), "until": 1767225600}, "until must be an ISO 8601 timestamp"),
+        (
+            {"since": iso(now), "until": iso(now - timedelta(seconds=1))},
+            "since must not be after until",
+        ),
+        ({"since": iso(now + timedelta(hours=1))}, "since must not be after until (now)"),
+        ({"since": "2026-01-16", "until": "2026-01-15"}, "since must not be after until"),
+        (
+            {"since": iso(now - timedelta(days=14, minutes=6)), "until": iso(now)},
+            "since must be at most 14 days before until",
+        ),
+        ({"since": iso(now - timedelta(days=15))}, "since must be at most 14 days before until"),
+    ]
+    for body, error in bad_ranges:
+        refused = await owner.post(path, json=body)
+        assert_error_body(refused, 400, ErrorCode.INVALID_PARAMETERS)
+        assert any(line.startswith(error) for line in refused.json()["errors"]), (
+            body,
+            refused.text,
+        )
+    # 14 days, with Svix's five minutes of slack for clocks; bare dates are whole days.
+    for body in (
+        {"since": iso(now - timedelta(days=14, minutes=4)), "until": iso(now)},
+        {"since": "2026-01-01", "until": "2026-01-14"},
+        {"since": "2026-01-15", "until": "2026-01-15"},
+    ):
+        fine = await owner.post(path, json=body)
+        assert (fine.status_code, fine.json()) == (202, {"count": 0}), (body, fine.text)
+
+    await owner.put(f"/webhook/v1/{webhook['webhookId']}", json={"isActive": False})
+    for dry_run in ({}, {"dryRun": "true"}):
+        inactive = await owner.post(path, params=dry_run, json=since)
+        assert_error_body(inactive, 409, ErrorCode.WEBHOOK_INACTIVE)
 
 
 async def test_a_webhook_deactivated_while_retrying_gets_no_more_attempts(

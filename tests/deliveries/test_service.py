@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import delete, insert, select, update
 
 from tests.support.queue import (
     LEASE,
@@ -25,12 +26,13 @@ from tests.support.queue import (
 from tests.support.service import new_customer_id
 from tucano.core import json_codec
 from tucano.core.clock import clock
+from tucano.core.errors import AppError, ErrorCode
 from tucano.core.paging import PageRequest
 from tucano.db.database import Database
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.models import Delivery, DeliveryResult, Event, ResultStatus
 from tucano.deliveries.queue import queue_for
-from tucano.deliveries.queue.backend import Outcome
+from tucano.deliveries.queue.backend import ClaimedDelivery, Outcome
 from tucano.deliveries.result_repository import ResultFilters
 from tucano.deliveries.service import delivery_backlog
 from tucano.events.samples import sample_payload
@@ -225,3 +227,182 @@ async def test_the_backlog_counts_what_is_due_and_ages_the_oldest(
     # Claimed and not recorded is still due: the worker is behind on it.
     assert backlog.due == 3
     assert backlog.oldest_due_age_seconds == 90.0
+
+
+# --- recovery ---------------------------------------------------------------------------------
+
+
+async def attempt(
+    database: Database, claims: list[ClaimedDelivery], status: str, *, retry: bool = False
+) -> None:
+    """Record one attempt of each claimed delivery, now, ended with `status` (retried later
+    when `retry`)."""
+    await queue_for(database).record(
+        [
+            Outcome(
+                claimed=c,
+                status=status,
+                target_url="https://hooks.example.com/x",
+                http_status=200 if status == ResultStatus.SUCCESS else 500,
+                response_body="",
+                error_message=None if status == ResultStatus.SUCCESS else "receiver answered 500",
+                duration_ms=1,
+                attempted_at=clock.now(),
+                next_attempt_at=clock.now() + timedelta(hours=1) if retry else None,
+            )
+            for c in claims
+        ]
+    )
+
+
+async def recover(database: Database, customer: int, webhook_id: int, **bounds: Any) -> int:
+    async with database.session() as session:
+        queued = await deliveries.recover(
+            session, customer_id=customer, webhook_id=webhook_id, **bounds
+        )
+        await session.commit()
+    return queued
+
+
+async def recoverable(database: Database, customer: int, webhook_id: int, **bounds: Any) -> int:
+    async with database.session() as session:
+        return await deliveries.count_recoverable(
+            session, customer_id=customer, webhook_id=webhook_id, **bounds
+        )
+
+
+async def test_recovery_takes_the_events_whose_newest_attempt_failed_for_good_in_the_range(
+    private_database: Database,
+) -> None:
+    customer = new_customer_id()
+    webhook_id = await add_webhook(private_database, customer)
+    other_webhook = await add_webhook(private_database, customer)
+    with clock.freeze() as frozen:
+        since = clock.now()
+        for _ in range(8):
+            await publish(private_database, customer)
+        claims = await claim(private_database, customer)
+        ours = sorted((c for c in claims if c.webhook_id == webhook_id), key=lambda c: c.event_id)
+        exhausted, failed, later_delivered, delivered, retried, requeued, too_late, too_early = ours
+        await attempt(private_database, [too_early], ResultStatus.EXHAUSTED)  # just before
+        frozen.advance(timedelta(milliseconds=1))  # the range's first moment: included
+        await attempt(
+            private_database, [exhausted, later_delivered, requeued], ResultStatus.EXHAUSTED
+        )
+        await attempt(private_database, [failed], ResultStatus.FAILED)
+        await attempt(private_database, [delivered], ResultStatus.SUCCESS)
+        await attempt(private_database, [retried], ResultStatus.PENDING_RETRY, retry=True)
+        # The other webhook's deliveries of the same events all fail: not this webhook's.
+        await attempt(
+            private_database, [c for c in claims if c not in ours], ResultStatus.EXHAUSTED
+        )
+        frozen.advance(timedelta(minutes=5))
+        for event in (later_delivered, requeued):
+            async with private_database.session() as session:
+                await deliveries.redeliver(
+                    session, customer_id=customer, webhook_id=webhook_id, event_id=event.event_id
+                )
+                await session.commit()
+        # Claimed again: these two, and the one whose lease has run out meanwhile.
+        again = {c.event_id: c for c in await claim(private_database, customer)}
+        await attempt(private_database, [again[later_delivered.event_id]], ResultStatus.SUCCESS)
+        until = clock.now()
+        frozen.advance(timedelta(milliseconds=1))
+        await attempt(private_database, [again[too_late.event_id]], ResultStatus.EXHAUSTED)
+        bounds = {"since": since + timedelta(milliseconds=1), "until": until}
+
+        assert await recoverable(private_database, customer, webhook_id, **bounds) == 2
+        assert await recover(private_database, customer, webhook_id, **bounds) == 2
+        # Their new deliveries are pending: recovering again finds nothing.
+        assert await recoverable(private_database, customer, webhook_id, **bounds) == 0
+        assert await recover(private_database, customer, webhook_id, **bounds) == 0
+    async with private_database.session() as session:
+        queued = (
+            await session.execute(
+                select(Delivery.event_id, Delivery.attempts).where(
+                    Delivery.webhook_id == webhook_id, Delivery.attempts == 0
+                )
+            )
+        ).all()
+    assert sorted(queued) == sorted(
+        [(exhausted.event_id, 0), (failed.event_id, 0), (requeued.event_id, 0)]
+    )  # the two recovered, and the redelivery queued before
+    assert await recoverable(private_database, customer, other_webhook, **bounds) == 8
+
+
+async def test_recovery_of_an_inactive_or_another_customers_webhook_is_refused(
+    private_database: Database,
+) -> None:
+    customer = new_customer_id()
+    webhook_id = await add_webhook(private_database, customer, active=False)
+    now = clock.now()
+    with pytest.raises(AppError) as inactive:
+        await recover(private_database, customer, webhook_id, since=now, until=now)
+    assert inactive.value.code == ErrorCode.WEBHOOK_INACTIVE
+    # Counting is the portal's preview: an inactive webhook's failures are counted.
+    assert await recoverable(private_database, customer, webhook_id, since=now, until=now) == 0
+    for refused in (recover, recoverable):
+        with pytest.raises(AppError) as theirs:
+            await refused(private_database, new_customer_id(), webhook_id, since=now, until=now)
+        assert theirs.value.code == ErrorCode.WEBHOOK_NOT_FOUND
+        with pytest.raises(AppError) as too_wide:
+            await refused(
+                private_database,
+                customer,
+                webhook_id,
+                since=now - timedelta(days=14, minutes=5, milliseconds=1),
+                until=now,
+            )
+        assert too_wide.value.code == ErrorCode.INVALID_PARAMETERS
+
+
+async def test_a_webhook_with_many_failed_events_recovers_them_all_once(
+    private_database: Database,
+) -> None:
+    """A receiver down for days: more failed events than a statement may carry parameters,
+    recovered by two requests at once, are each queued once."""
+    customer = new_customer_id()
+    webhook_id = await add_webhook(private_database, customer)
+    failures = 12_000
+    payload = sample_payload(EventType.PIX_OUTBOUND)
+    since = clock.now()
+    async with private_database.session() as session:
+        await deliveries.publish_events(
+            session,
+            [deliveries.NewEvent(customer, EventType.PIX_OUTBOUND, payload)] * failures,
+        )
+        # Each exhausted its schedule: its delivery gone, its last attempt recorded.
+        rows = (
+            await session.execute(
+                delete(Delivery)
+                .where(Delivery.customer_id == customer)
+                .returning(Delivery.id, Delivery.event_id)
+            )
+        ).all()
+        await session.execute(
+            insert(DeliveryResult),
+            [
+                {
+                    "delivery_id": delivery_id,
+                    "customer_id": customer,
+                    "webhook_id": webhook_id,
+                    "event_id": event_id,
+                    "event_type": "PIX_OUTBOUND",
+                    "target_url": "https://hooks.example.com/x",
+                    "attempt": 8,
+                    "status": ResultStatus.EXHAUSTED,
+                    "duration_ms": 1,
+                    "attempted_at": clock.now(),
+                }
+                for delivery_id, event_id in rows
+            ],
+        )
+        await session.commit()
+    bounds = {"since": since, "until": clock.now()}
+    assert await recoverable(private_database, customer, webhook_id, **bounds) == failures
+
+    counts = await asyncio.gather(
+        *(recover(private_database, customer, webhook_id, **bounds) for _ in range(2))
+    )
+    assert sorted(counts) == [0, failures]
+    assert await count(private_database, Delivery, customer) == failures

@@ -44,7 +44,7 @@ from tucano.deliveries.models import (
     ResultStatus,
 )
 from tucano.deliveries.result_counts import KEY, hour_of
-from tucano.deliveries.result_repository import COUNTS
+from tucano.deliveries.result_repository import COUNTS, recoverable_events
 from tucano.webhooks.models import Webhook
 
 EVENTS = cast(Table, Event.__table__)
@@ -138,6 +138,44 @@ class DeliveryRepository(Repository[Delivery]):
                 updated_at=now,
             )
         )
+
+    async def queue_recoverable(
+        self,
+        *,
+        customer_id: int,
+        webhook_id: int,
+        event_type: str,
+        since: datetime,
+        until: datetime,
+        now: datetime,
+    ) -> int:
+        """One more delivery, due now, of each event result_repository.recoverable_events
+        finds; how many. One INSERT ... SELECT: however many there are, none is read into
+        Python. The caller holds the webhook's row, so two recoveries of it run one after the
+        other and the second finds the first's deliveries pending."""
+        found = recoverable_events(
+            customer_id=customer_id,
+            webhook_id=webhook_id,
+            event_type=event_type,
+            since=since,
+            until=until,
+        ).subquery("found")
+        at = literal(now, DELIVERIES.c.created_at.type)
+        queued = await self.session.execute(
+            insert(DELIVERIES).from_select(
+                _QUEUED_COLUMNS,
+                select(
+                    found.c.event_id,
+                    literal(webhook_id, DELIVERIES.c.webhook_id.type),
+                    literal(customer_id, DELIVERIES.c.customer_id.type),
+                    literal(0, DELIVERIES.c.attempts.type),
+                    at,
+                    at,
+                    at,
+                ),
+            )
+        )
+        return int(getattr(queued, "rowcount", 0) or 0)
 
     async def cancel_deliveries_to(
         self,

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
     ColumnElement,
+    Select,
     Table,
     delete,
     func,
@@ -22,7 +23,13 @@ from sqlalchemy import (
 from tucano.core.paging import PageRequest
 from tucano.db.repository import Repository, in_parts
 from tucano.deliveries import result_counts
-from tucano.deliveries.models import Delivery, DeliveryResult, DeliveryResultCount, Event
+from tucano.deliveries.models import (
+    Delivery,
+    DeliveryResult,
+    DeliveryResultCount,
+    Event,
+    ResultStatus,
+)
 from tucano.deliveries.result_counts import EPOCH, HOUR, KEY, LAST_HOUR, LAST_MOMENT
 from tucano.events.types import EventType
 
@@ -111,6 +118,26 @@ class ResultRepository(Repository[DeliveryResult]):
             return [row[0] for row in rows], int(rows[0][1])
         # Past the last page (or nothing matches): the total alone.
         return [], int(await self.session.scalar(select(total)) or 0)
+
+    async def count_recoverable(
+        self,
+        *,
+        customer_id: int,
+        webhook_id: int,
+        event_type: str,
+        since: datetime,
+        until: datetime,
+    ) -> int:
+        """How many events recoverable_events finds."""
+        found = recoverable_events(
+            customer_id=customer_id,
+            webhook_id=webhook_id,
+            event_type=event_type,
+            since=since,
+            until=until,
+        )
+        counted = select(func.count()).select_from(found.subquery())
+        return int(await self.session.scalar(counted) or 0)
 
     async def recorded_since_claimed(self, held: Iterable[HeldDelivery]) -> set[tuple[int, int]]:
         """(delivery, attempt) of results these deliveries have since they were claimed: one
@@ -205,6 +232,57 @@ class ResultRepository(Repository[DeliveryResult]):
         if folded:
             await self.session.execute(insert(COUNTS), folded)
         return len(gone)
+
+
+def recoverable_events(
+    *,
+    customer_id: int,
+    webhook_id: int,
+    event_type: str,
+    since: datetime,
+    until: datetime,
+) -> Select[Any]:
+    """(event_id) of the customer's events of `event_type` whose newest result for the webhook
+    (by attemptedAt, then resultId: the first the results list shows) is FAILED or EXHAUSTED,
+    attempted between `since` and `until` inclusive, and that have no delivery to it pending.
+    One pass over the webhook's results since `since`, numbered per event: a later result of
+    an event is always inside that pass, so no result is looked up one event at a time
+    (delivery_results has no index by event)."""
+    r = RESULTS.c
+    newest = (
+        select(
+            r.event_id,
+            r.status,
+            r.attempted_at,
+            func.row_number()
+            .over(partition_by=r.event_id, order_by=(r.attempted_at.desc(), r.id.desc()))
+            .label("place"),
+        )
+        .where(r.customer_id == customer_id, r.webhook_id == webhook_id, r.attempted_at >= since)
+        .subquery("newest")
+    )
+    n = newest.c
+    # Looked up by the event's index (an event has a delivery per webhook at most, so a few
+    # rows), never by the webhook's: that one holds the webhook's whole backlog, which may be
+    # as large as the failures (a recovery a moment ago), and a planner that thinks it small
+    # would walk it for each event. Adding 0 keeps both planners off ix_deliveries_webhook.
+    pending = select(Delivery.id).where(
+        Delivery.event_id == n.event_id,
+        Delivery.webhook_id + 0 == webhook_id,
+        Delivery.customer_id == customer_id,
+    )
+    return (
+        select(n.event_id)
+        .join(Event, Event.id == n.event_id)
+        .where(
+            n.place == 1,
+            n.status.in_((ResultStatus.FAILED, ResultStatus.EXHAUSTED)),
+            n.attempted_at <= until,
+            Event.customer_id == customer_id,
+            Event.event_type == event_type,
+            ~pending.exists(),
+        )
+    )
 
 
 def _total_matching(

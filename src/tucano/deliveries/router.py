@@ -15,11 +15,14 @@ from tucano.api.pagination import Page, PageParams
 from tucano.api.routing import DecimalJSONRoute
 from tucano.api.wire import RangeEnd, RangeStart, WholeNumber, range_is_reversed
 from tucano.auth.deps import WebhookReader, WebhookWriter
+from tucano.core.clock import clock
 from tucano.core.errors import AppError, BadRequest, ErrorCode
 from tucano.deliveries import service
 from tucano.deliveries.result_repository import ResultFilters
 from tucano.deliveries.schemas import (
     EventAccepted,
+    RecoveryCount,
+    RecoveryRange,
     Redelivery,
     ResultStatusName,
     SampleEventRequest,
@@ -118,6 +121,52 @@ async def redeliver(
         created_at=event.created_at,
         deliveries=1,
     )
+
+
+@router.post(
+    "/{id:webhook_id}/recover",
+    summary="Deliver again every event that failed for good in a time range",
+    description="Queues a new delivery to one of your active webhooks of each of its events "
+    "whose last attempt there ended FAILED or EXHAUSTED between `since` and `until` (at most "
+    "14 days apart) and that has no delivery to it pending: an event delivered since, or still "
+    "to be retried, is left out, and so is one a recovery already queued. Answers how many. "
+    "With `dryRun=true`, makes the same checks, queues nothing and answers 200 with how many it "
+    "would queue.",
+    status_code=202,
+    response_model=RecoveryCount,
+    responses={
+        200: {"description": "The dry run's count.", "model": RecoveryCount},
+        **error_responses(400, 401, 403, 404, 409, 415),
+    },
+)
+async def recover(
+    caller: WebhookWriter,
+    _json: JsonContent,
+    webhook_id: Annotated[WebhookIdInPath, Path(alias="id")],
+    body: RecoveryRange,
+    session: SessionDep,
+    response: Response,
+    dry_run: Annotated[
+        bool,
+        Query(alias="dryRun", description="Count what would be queued, and queue nothing."),
+    ] = False,
+) -> RecoveryCount:
+    until = clock.now() if body.until is None else body.until
+    if body.is_reversed(until):
+        raise BadRequest("since must not be after until" + (" (now)" if body.until is None else ""))
+    count = await service.recover(
+        session,
+        customer_id=caller.customer_id,
+        webhook_id=webhook_id,
+        since=body.since,
+        until=until,
+        dry_run=dry_run,
+    )
+    if dry_run:
+        response.status_code = 200
+    else:
+        await session.commit()
+    return RecoveryCount(count=count)
 
 
 @router.post(

@@ -1,10 +1,19 @@
 from __future__ import annotations
 
-from typing import Any, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from tucano.api.wire import ApiModel, UtcTimestamp
+from tucano.api.wire import ApiModel, RangeEnd, RangeStart, UtcTimestamp, range_is_reversed
 from tucano.deliveries.models import DeliveryResult
 from tucano.deliveries.service import PublishedEvent
 from tucano.events.samples import VARIANTS, Variant
@@ -108,3 +117,64 @@ class EventAccepted(ApiModel):
             created_at=event.created_at,
             deliveries=event.deliveries,
         )
+
+
+def _text(value: Any) -> Any:
+    # A number would otherwise be read as Unix seconds.
+    if not isinstance(value, str):
+        raise ValueError("must be an ISO 8601 timestamp such as 2026-01-15T10:30:00.000Z")
+    return value
+
+
+def _text_or_none(value: Any) -> Any:
+    return value if value is None else _text(value)
+
+
+class RecoveryRange(ApiModel):
+    """Which failures to recover: those whose last attempt started in [since, until]."""
+
+    since: Annotated[
+        RangeStart,
+        BeforeValidator(_text),
+        Field(
+            description="Failed for good at or after: an ISO 8601 timestamp (UTC when it has "
+            "no offset) or a date (from the start of that day, UTC).",
+            examples=["2026-01-15T00:00:00.000Z"],
+        ),
+    ]
+    until: Annotated[
+        RangeEnd | None,
+        BeforeValidator(_text_or_none),
+        Field(
+            description="Failed for good at or before (default: now): an ISO 8601 timestamp or "
+            "a date (to the end of that day, UTC). At most 14 days after `since`.",
+            examples=["2026-01-16T00:00:00.000Z"],
+        ),
+    ] = None
+    # The bounds as sent, for range_is_reversed.
+    _as_sent: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_the_bounds_as_sent(
+        cls, data: Any, handler: ModelWrapValidatorHandler[RecoveryRange]
+    ) -> RecoveryRange:
+        model = handler(data)
+        if isinstance(data, dict):
+            model._as_sent = {k: v for k, v in data.items() if isinstance(v, str)}
+        return model
+
+    def is_reversed(self, until: datetime) -> bool:
+        """Whether `since` comes after `until` (this range's, or now when it has none)."""
+        return range_is_reversed(
+            self.since,
+            until,
+            start_as_sent=self._as_sent.get("since"),
+            end_as_sent=self._as_sent.get("until") if self.until is not None else None,
+        )
+
+
+class RecoveryCount(ApiModel):
+    count: int = Field(
+        description="How many events were queued for delivery again (with dryRun: would be)."
+    )

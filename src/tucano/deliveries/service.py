@@ -1,6 +1,6 @@
 """The delivery feature's services: the outbox (events and their deliveries, written in the
-caller's transaction), redelivery, deleting a webhook with its pending deliveries, and the
-results history with its upkeep.
+caller's transaction), redelivery and recovery, deleting a webhook with its pending
+deliveries, and the results history with its upkeep.
 
 `publish_events` is the way in for an event caused by a business change: the events and one
 delivery per matching active webhook go in with the caller's session, so they commit (or not)
@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from tucano.core import json_codec
 from tucano.core.clock import clock
-from tucano.core.errors import AppError, ErrorCode, NotFound
+from tucano.core.errors import AppError, BadRequest, ErrorCode, NotFound
 from tucano.core.paging import PageRequest
 from tucano.db.database import Database, call_after_commit
 from tucano.db.notifications import notify
@@ -30,6 +30,7 @@ from tucano.deliveries.worker.wakeup import NOTIFY_CHANNEL, wakeup
 from tucano.events.payloads import Payload, published
 from tucano.events.types import EventType
 from tucano.webhooks import service as webhooks
+from tucano.webhooks.models import Webhook
 
 DELETED = "not sent: the webhook was deleted; this delivery is cancelled"
 # How long after its lease a cancelled delivery's holder still has to record it itself: an
@@ -42,6 +43,12 @@ ABANDONED = (
     "(it may have reached the receiver or not), and the webhook was deleted meanwhile; this "
     "delivery is cancelled"
 )
+
+
+# The widest range one recovery takes, as Svix's does, and the slack Svix adds to it: a client
+# asking for "now minus 14 days" is not refused because its clock and Tucano's differ a little.
+RECOVERY_RANGE = timedelta(days=14)
+RECOVERY_RANGE_SLACK = timedelta(minutes=5)
 
 
 def new_event_id() -> str:
@@ -146,16 +153,87 @@ async def redeliver(
                 f"webhook {webhook.id} receives {webhook.event_type}"
             ],
         )
-    if not webhook.is_active:
-        raise AppError(
-            ErrorCode.WEBHOOK_INACTIVE,
-            errors=[f"webhook {webhook.id} is inactive; activate it (PUT isActive) first"],
-        )
+    _require_active(webhook)
     await repository.queue(
         event_id=event.id, customer_id=customer_id, webhook_id=webhook.id, now=clock.now()
     )
     await _announce_deliveries(session)
     return event
+
+
+def _require_active(webhook: Webhook) -> None:
+    if not webhook.is_active:
+        raise AppError(
+            ErrorCode.WEBHOOK_INACTIVE,
+            errors=[f"webhook {webhook.id} is inactive; activate it (PUT isActive) first"],
+        )
+
+
+def _check_recovery_range(since: datetime, until: datetime) -> None:
+    if until - since > RECOVERY_RANGE + RECOVERY_RANGE_SLACK:
+        raise BadRequest(
+            f"since must be at most {RECOVERY_RANGE.days} days before until (now when until is "
+            "left out); recover a longer outage in several ranges"
+        )
+
+
+async def count_recoverable(
+    session: AsyncSession, *, customer_id: int, webhook_id: int, since: datetime, until: datetime
+) -> int:
+    """How many of the customer's events `recover` would deliver to one of its webhooks again
+    now (see recover); an inactive webhook's are counted too (activating it comes first)."""
+    _check_recovery_range(since, until)
+    webhook = await webhooks.get_webhook(session, customer_id=customer_id, webhook_id=webhook_id)
+    return await ResultRepository(session).count_recoverable(
+        customer_id=customer_id,
+        webhook_id=webhook.id,
+        event_type=webhook.event_type,
+        since=since,
+        until=until,
+    )
+
+
+async def recover(
+    session: AsyncSession,
+    *,
+    customer_id: int,
+    webhook_id: int,
+    since: datetime,
+    until: datetime,
+    dry_run: bool = False,
+) -> int:
+    """Queue one more delivery to one of the customer's webhooks of each of its events (of the
+    webhook's type) whose newest attempt there failed for good (FAILED or EXHAUSTED) between
+    `since` and `until`, inclusive, and that has no delivery to it pending; returns how many.
+    A later success, or a retry still to come, leaves an event out, and so does a recovery
+    already queued: recovering a range twice queues nothing the second time. A `dry_run`
+    makes every check and queues nothing: how many it would queue."""
+    _check_recovery_range(since, until)
+    # Locked, as redeliver locks it: a deletion at the same moment waits for these deliveries
+    # (and cancels them), and two recoveries of the webhook run one after the other.
+    webhook = await webhooks.get_webhook(
+        session, customer_id=customer_id, webhook_id=webhook_id, for_update=not dry_run
+    )
+    _require_active(webhook)
+    if dry_run:
+        return await ResultRepository(session).count_recoverable(
+            customer_id=customer_id,
+            webhook_id=webhook.id,
+            event_type=webhook.event_type,
+            since=since,
+            until=until,
+        )
+    queued = await DeliveryRepository(session).queue_recoverable(
+        customer_id=customer_id,
+        webhook_id=webhook.id,
+        event_type=webhook.event_type,
+        since=since,
+        until=until,
+        now=clock.now(),
+    )
+    if queued:
+        await _announce_deliveries(session)
+    return queued
 
 
 async def delete_webhook(session: AsyncSession, *, customer_id: int, webhook_id: int) -> int:
