@@ -26,7 +26,13 @@ def earlier_publication_fingerprint(event: NewEvent) -> str:
             "eventType": event.event_type.value,
             "customerId": event.customer_id,
             "payload": _as_earlier_releases_wrote(
-                event.payload.model_dump(mode="python", by_alias=True)
+                {
+                    name: value
+                    for name, value in event.payload.model_dump(
+                        mode="python", by_alias=True
+                    ).items()
+                    if not (name in _FIELDS_ADDED_SINCE and value is None)
+                }
             ),
         }
     )
@@ -44,6 +50,8 @@ _EARLIER_TEXT_FIELDS = {
     "txid",
 }
 _EARLIER_DOCUMENT_FIELDS = {"documentNumber", "cardholderDocument"}
+# Fields of PAYMENT_LINK_INBOUND that those releases did not have: left out when unset.
+_FIELDS_ADDED_SINCE = {"statusDate", "refundedAmount", "refund"}
 
 
 def _as_earlier_releases_wrote(value: Any) -> Any:
