@@ -550,6 +550,7 @@ def test_version_and_help_read_plainly() -> None:
         ("clients", "list", "--help"),
         ("clients", "revoke", "--help"),
         ("customers", "set", "--help"),
+        ("portal", "url", "--help"),
     ):
         shown = run_tucano(*command, cwd=Path.cwd(), env=clean_env(COLUMNS="80"))
         assert shown.returncode == 0, shown.stderr
