@@ -106,7 +106,13 @@ def form_reader(*fields: str, writes: bool = True) -> Any:
             raise _forged()
         return SignedForm(page, form)
 
+    signed_form.checks_portal_forms = True  # type: ignore[attr-defined]
     return Depends(signed_form)
+
+
+def checks_forms(call: object) -> bool:
+    """Whether a dependency is form_reader's (routing.py requires one on every action)."""
+    return getattr(call, "checks_portal_forms", False) is True
 
 
 def _forged() -> AppError:
