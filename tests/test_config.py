@@ -411,3 +411,53 @@ def test_production_refuses_a_weak_metrics_token(
         load_settings()
     monkeypatch.setenv("TUCANO_METRICS_TOKEN", STRONG_KEY[::-1])
     assert load_settings().metrics_token is not None
+
+
+def test_the_portal_may_be_framed_by_no_one_unless_origins_are_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert load_settings().portal_frame_ancestors == "'none'"
+    monkeypatch.setenv(
+        "TUCANO_PORTAL_FRAME_ANCESTORS",
+        "  https://Dash.Example.com/  'self'\thttps://*.example.org:8443 https://dash.example.com",
+    )
+    assert load_settings().portal_frame_ancestors == (
+        "https://dash.example.com 'self' https://*.example.org:8443"
+    )
+    monkeypatch.setenv("TUCANO_PORTAL_FRAME_ANCESTORS", "")
+    assert load_settings().portal_frame_ancestors == "'none'"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "*",
+        "https:",
+        "dash.example.com",
+        "https://dash.example.com/admin",
+        "https://dash.example.com 'none'",
+        "https://dash.example.com;script-src *",
+        "https://dash.example.com:99999",
+        "javascript://x",
+        "'unsafe-inline'",
+    ],
+)
+def test_frame_ancestors_that_are_not_origins_stop_the_start(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("TUCANO_PORTAL_FRAME_ANCESTORS", value)
+    with pytest.raises(ConfigurationError, match=r"^TUCANO_PORTAL_FRAME_ANCESTORS: "):
+        load_settings()
+
+
+def test_production_frames_the_portal_only_in_https_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUCANO_ENVIRONMENT", "production")
+    monkeypatch.setenv("TUCANO_SECRET_KEY", STRONG_KEY)
+    monkeypatch.setenv("TUCANO_PUBLIC_URL", "https://pay.example.com")
+    monkeypatch.setenv("TUCANO_PORTAL_FRAME_ANCESTORS", "https://dash.example.com")
+    assert load_settings().portal_frame_ancestors == "https://dash.example.com"
+    monkeypatch.setenv("TUCANO_PORTAL_FRAME_ANCESTORS", "http://dash.example.com")
+    with pytest.raises(ConfigurationError, match="must be https"):
+        load_settings()
+    monkeypatch.setenv("TUCANO_PORTAL_FRAME_ANCESTORS", "http://localhost:3000")
+    assert load_settings().portal_frame_ancestors == "http://localhost:3000"

@@ -36,6 +36,7 @@ EXPECTED_OPERATIONS = {
     ("get", "/payment-link/v1/link-payment"),
     ("get", "/payment-link/v1/{linkPaymentUuid}"),
     ("get", "/payment-link/v1/report"),
+    ("post", "/portal/v1/sessions"),
 }
 
 
@@ -465,6 +466,7 @@ OPERATION_IDS = {
     ("post", "/checkout/{linkPaymentUuid}/pix/simulate"): "simulateCheckoutPixPayment",
     ("get", "/checkout/{linkPaymentUuid}/pix/simulate"): "returnFromCheckoutPixSimulation",
     ("post", "/pix-provider/v1/webhook/pix"): "receivePspPix",
+    ("post", "/portal/v1/sessions"): "createPortalSession",
     ("get", "/health/live"): "getLiveness",
     ("get", "/health"): "getHealth",
     ("get", "/health/ready"): "getReadiness",

@@ -39,6 +39,10 @@ from tucano.payment_links.router import router as payment_links_router
 from tucano.pix.provider import pix_provider_for
 from tucano.pix.psp import charges_at_psp
 from tucano.pix.router import router as pix_provider_router
+from tucano.portal.deps import KEY_PURPOSE as PORTAL_CSRF_KEY_PURPOSE
+from tucano.portal.deps import Portal
+from tucano.portal.rendering import PortalHeaders
+from tucano.portal.router import router as portal_router
 from tucano.refunds.refunder import Refunder
 from tucano.refunds.router import router as refunds_router
 from tucano.webhooks.router import router as webhooks_router
@@ -55,6 +59,8 @@ Tucano is a payments API for Brazil.
   code or copy-and-paste code) or by card in up to 10 instalments, and which then shows the
   receipt; the merchant hears of it by a `PAYMENT_LINK_INBOUND` webhook. In sandbox, a link
   whose amount ends in 01 cents is paid by PIX on its own, and test cards are accepted.
+* **Merchant portal** (`/portal/v1/sessions`): a one-time URL that opens a merchant's own portal
+  in a browser or in an iframe of the operator's dashboard.
 * **Authentication**: `POST /oauth/v1/token` with client credentials gives a bearer token.
 
 Every error has one body: `errorCode`, `message`, `timestamp`, `xTransactionId`, `errors`.
@@ -98,6 +104,9 @@ def create_app(
             rate_limits=rate_limits,
             card_budget_key=derive_key(secret_key, CARD_BUDGET_KEY_PURPOSE),
             pix=pix_provider,
+        )
+        app.state.portal = Portal.of(
+            settings, db, csrf_key=derive_key(secret_key, PORTAL_CSRF_KEY_PURPOSE)
         )
         revoked = RevokedClients()
         app.state.callers = Callers(
@@ -161,6 +170,7 @@ def create_app(
     )
     # Outside the edge, so that the answers it makes itself carry them too.
     app.add_middleware(CheckoutHeaders, https=settings.public_url.startswith("https://"))
+    app.add_middleware(PortalHeaders, settings=settings)
     install_error_handlers(app)
     app.include_router(auth_router)
     app.include_router(deliveries_router)
@@ -171,6 +181,7 @@ def create_app(
     app.include_router(refunds_router)
     app.include_router(checkout_router)
     app.include_router(pix_provider_router)
+    app.include_router(portal_router)
     document_deliveries(app)
     app.include_router(health_router)
     app.include_router(metrics_router)

@@ -19,6 +19,8 @@ from sqlalchemy.exc import ArgumentError
 
 from tucano.setting_values import (
     LONGEST_DURATION,
+    frame_ancestors,
+    frame_origin_host,
     guarded_range_in,
     is_loopback_host,
     parse_duration,
@@ -176,6 +178,10 @@ class Settings(BaseSettings):
     metrics_token: SecretStr | None = None
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
 
+    # Who may frame the merchant portal (CSP frame-ancestors): 'none', or space-separated
+    # origins of the operator's dashboards (docs/portal.md).
+    portal_frame_ancestors: str = "'none'"
+
     # The merchant's PSP, with TUCANO_PIX_PROVIDER=api-pix (docs/pix.md): the API Pix's base
     # URL (the part before /cob), its OAuth2 token URL, and the client it issued to Tucano.
     pix_api_url: str = ""
@@ -321,6 +327,11 @@ class Settings(BaseSettings):
     def _no_trailing_slash(cls, value: str) -> str:
         return value.strip().rstrip("/")  # paths such as /cob/{txid} follow it
 
+    @field_validator("portal_frame_ancestors")
+    @classmethod
+    def _frame_ancestors(cls, value: str) -> str:
+        return frame_ancestors(value)
+
     @field_validator("environment", "log_format", mode="before")
     @classmethod
     def _environment_in_any_case(cls, value: Any) -> Any:
@@ -428,6 +439,14 @@ class Settings(BaseSettings):
                 f"TUCANO_METRICS_TOKEN {token_weakness}: production needs a random token, as "
                 "for the secret key"
             )
+        for source in self.portal_frame_ancestors.split():
+            origin = frame_origin_host(source)
+            if origin is not None and origin[0] != "https" and not is_loopback_host(origin[1]):
+                raise ValueError(
+                    f"TUCANO_PORTAL_FRAME_ANCESTORS: {source} must be https when "
+                    "TUCANO_ENVIRONMENT=production (the portal's session cookie crosses sites "
+                    "only over https)"
+                )
         parsed = urlsplit(self.public_url)
         if parsed.scheme.lower() != "https" and not is_loopback_host(parsed.hostname or ""):
             raise ValueError(

@@ -29,6 +29,7 @@ from tucano.payment_links import service as payment_links
 from tucano.pix.provider import pix_provider_for
 from tucano.pix.psp import charges_at_psp
 from tucano.pix.scheduled import run_pix_jobs
+from tucano.portal import service as portal
 from tucano.refunds.refunder import Refunder
 from tucano.refunds.scheduled import run_refund_jobs
 from tucano.webhooks import service as webhooks
@@ -84,12 +85,16 @@ def periodic_jobs(settings: Settings) -> list[PeriodicJob]:
     async def announce_expiries(session: AsyncSession) -> int:
         return await lifecycle.announce_expired_links(session)
 
+    async def prune_portal_sessions(session: AsyncSession) -> int:
+        return await portal.prune_sessions(session, now=clock.now())
+
     every = settings.maintenance_interval_seconds
     jobs = [
         PeriodicJob("deactivate_failing_webhooks", every, deactivate_failing),
         PeriodicJob("prune_delivery_history", every, prune),
         PeriodicJob("record_abandoned_cancellations", min(every, 10.0), record_abandoned),
         PeriodicJob("prune_idempotency_keys", every, prune_keys),
+        PeriodicJob("prune_portal_sessions", every, prune_portal_sessions),
         # Often enough that a link's EXPIRED event leaves within a minute of its expiry.
         PeriodicJob("announce_expired_links", min(every, EXPIRY_CHECK_SECONDS), announce_expiries),
         # Often: readers add up the changes not folded yet, so fewer is cheaper for them.

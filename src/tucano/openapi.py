@@ -59,6 +59,7 @@ OPERATION_IDS = {
     "POST /checkout/{linkPaymentUuid}/pix/simulate": "simulateCheckoutPixPayment",
     "GET /checkout/{linkPaymentUuid}/pix/simulate": "returnFromCheckoutPixSimulation",
     "POST /pix-provider/v1/webhook/pix": "receivePspPix",
+    "POST /portal/v1/sessions": "createPortalSession",
     "GET /health/live": "getLiveness",
     "GET /health": "getHealth",
     "GET /health/ready": "getReadiness",

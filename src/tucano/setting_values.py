@@ -92,3 +92,45 @@ def split_list(value: Any) -> Any:
     if isinstance(value, str):
         return [item.strip() for item in value.split(",") if item.strip()]
     return value
+
+
+# An origin a page may be framed by: a scheme, a host (a name, maybe with a leading `*.`, an
+# IPv4 address or [IPv6]) and maybe a port; no path.
+_FRAME_ORIGIN = re.compile(
+    r"(?i)(https?)://(\*\.)?([a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*"
+    r"|\[[0-9a-f:.]+\])(?::(\d{1,5}))?/?"
+)
+
+
+def frame_ancestors(value: str) -> str:
+    """The CSP `frame-ancestors` sources of a space-separated list: `'none'` (alone; also for an
+    empty list), `'self'`, or origins such as `https://dash.example.com`. ValueError saying
+    what is wrong otherwise."""
+    sources = value.split()
+    if not sources or sources == ["'none'"]:
+        return "'none'"
+    kept: list[str] = []
+    for source in sources:
+        if source.lower() == "'none'":
+            raise ValueError("'none' must stand alone")
+        if source.lower() == "'self'":
+            origin = "'self'"
+        else:
+            match = _FRAME_ORIGIN.fullmatch(source)
+            if match is None or (match.group(4) and not 0 < int(match.group(4)) <= 65535):
+                raise ValueError(
+                    f"{source[:100]!r} is not an origin such as https://dash.example.com "
+                    "(a scheme, a host and maybe a port; no path), 'self' or 'none'"
+                )
+            origin = source.rstrip("/").lower()
+        if origin not in kept:
+            kept.append(origin)
+    return " ".join(kept)
+
+
+def frame_origin_host(source: str) -> tuple[str, str] | None:
+    """(scheme, host) of a frame-ancestors origin that frame_ancestors kept; None for 'self'."""
+    match = _FRAME_ORIGIN.fullmatch(source)
+    if match is None:
+        return None
+    return match.group(1).lower(), match.group(3).strip("[]")

@@ -40,7 +40,13 @@ async def test_form_credentials_give_a_bearer_token(service: RunningService) -> 
     assert body["token_type"] == "Bearer"
     assert body["expires_in"] == 3600
     assert body["scope"].split() == sorted(
-        ["webhook.read", "webhook.write", "payment-link.read", "payment-link.write"]
+        [
+            "webhook.read",
+            "webhook.write",
+            "payment-link.read",
+            "payment-link.write",
+            "portal.session",
+        ]
     )
     listed = await service.http.get(
         "/webhook/v1/list", headers={"Authorization": f"Bearer {body['access_token']}"}

@@ -65,6 +65,7 @@ def test_serve_on_a_fresh_directory_just_works(tmp_path: Path) -> None:
             "webhook.write",
             "payment-link.read",
             "payment-link.write",
+            "portal.session",
         ]
         access_token = token(server.base_url, client)
         headers = {"Authorization": f"Bearer {access_token}"}
@@ -549,6 +550,7 @@ def test_version_and_help_read_plainly() -> None:
         ("clients", "list", "--help"),
         ("clients", "revoke", "--help"),
         ("customers", "set", "--help"),
+        ("portal", "url", "--help"),
     ):
         shown = run_tucano(*command, cwd=Path.cwd(), env=clean_env(COLUMNS="80"))
         assert shown.returncode == 0, shown.stderr
@@ -558,7 +560,13 @@ def test_version_and_help_read_plainly() -> None:
         # A range is never cut: no line ends inside a number that continues on the next.
         assert not re.search(r"\d\n\s*\d", text), text
     scopes = run_tucano("clients", "create", "--help", cwd=Path.cwd()).stdout
-    for scope in ("webhook.read", "webhook.write", "payment-link.read", "payment-link.write"):
+    for scope in (
+        "webhook.read",
+        "webhook.write",
+        "payment-link.read",
+        "payment-link.write",
+        "portal.session",
+    ):
         assert f"\n    {scope}\n" in scopes
     assert "events.publish" in scopes
 

@@ -30,10 +30,11 @@ from tucano.core.errors import AppError, ErrorCode
 from tucano.core.paging import PageRequest
 from tucano.db.database import Database
 from tucano.deliveries import service as deliveries
+from tucano.deliveries.activity import NO_ACTIVITY
 from tucano.deliveries.models import Delivery, DeliveryResult, Event, ResultStatus
 from tucano.deliveries.queue import queue_for
 from tucano.deliveries.queue.backend import ClaimedDelivery, Outcome
-from tucano.deliveries.result_repository import ResultFilters
+from tucano.deliveries.result_repository import ResultFilters, ResultRepository
 from tucano.deliveries.service import delivery_backlog
 from tucano.events.samples import sample_payload
 from tucano.events.types import EventType
@@ -406,3 +407,63 @@ async def test_a_webhook_with_many_failed_events_recovers_them_all_once(
     )
     assert sorted(counts) == [0, failures]
     assert await count(private_database, Delivery, customer) == failures
+
+
+async def test_a_webhooks_activity_counts_its_attempts_over_the_period_and_its_latest(
+    private_database: Database,
+) -> None:
+    customer, other = new_customer_id(), new_customer_id()
+    now = clock.now()
+
+    def attempt(
+        customer_id: int, webhook_id: int, status: str, ago: timedelta, http: int | None
+    ) -> dict[str, object]:
+        return {
+            "delivery_id": 1,
+            "customer_id": customer_id,
+            "webhook_id": webhook_id,
+            "event_id": "evt_1",
+            "event_type": "PIX_OUTBOUND",
+            "target_url": "https://hooks.example.com/",
+            "attempt": 1,
+            "status": status,
+            "http_status": http,
+            "response_body": None,
+            "error_message": None,
+            "duration_ms": 5,
+            "attempted_at": now - ago,
+            "next_attempt_at": None,
+        }
+
+    async with private_database.session() as session:
+        await ResultRepository(session).add(
+            [
+                attempt(customer, 1, ResultStatus.SUCCESS, timedelta(hours=1), 200),
+                attempt(customer, 1, ResultStatus.SUCCESS, timedelta(hours=2), 204),
+                attempt(customer, 1, ResultStatus.PENDING_RETRY, timedelta(hours=3), 500),
+                attempt(customer, 1, ResultStatus.EXHAUSTED, timedelta(days=3), None),
+                # Older than the period: only the latest attempt could show it.
+                attempt(customer, 1, ResultStatus.SUCCESS, timedelta(days=8), 200),
+                # Cancelled unsent: says nothing of the receiver, but it is the latest record.
+                attempt(customer, 1, ResultStatus.FAILED, timedelta(minutes=5), None),
+                attempt(customer, 2, ResultStatus.PENDING_RETRY, timedelta(days=9), 503),
+                attempt(other, 3, ResultStatus.SUCCESS, timedelta(minutes=1), 200),
+            ]
+        )
+        await session.commit()
+    async with private_database.read_session() as session:
+        activity = await deliveries.webhook_activity(
+            session,
+            customer_id=customer,
+            webhook_ids=[1, 2, 3, 4],
+            period=timedelta(days=7),
+            now=now,
+        )
+    assert activity[1].succeeded == 2 and activity[1].failed == 2
+    assert activity[1].success_percent == 50
+    assert (activity[1].last_status, activity[1].last_http_status) == ("FAILED", None)
+    assert activity[1].last_attempt_at == now - timedelta(minutes=5)
+    assert activity[2].attempts == 0 and activity[2].success_percent is None
+    assert (activity[2].last_status, activity[2].last_http_status) == ("PENDING_RETRY", 503)
+    # Another customer's webhook, and one never attempted, show nothing.
+    assert activity[3] == activity[4] == NO_ACTIVITY

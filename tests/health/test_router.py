@@ -23,7 +23,7 @@ from tucano.core.errors import ErrorCode
 from tucano.db.database import Database
 from tucano.migrations import downgrade, upgrade
 
-HEAD = "0019_link_lifecycle"
+HEAD = "0020_portal_sessions"
 BEFORE_HEAD = "0015_checkout"
 
 

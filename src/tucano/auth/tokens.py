@@ -27,14 +27,17 @@ class Scope(StrEnum):
     PAYMENT_LINK_READ = "payment-link.read"
     PAYMENT_LINK_WRITE = "payment-link.write"
     EVENTS_PUBLISH = "events.publish"
+    PORTAL_SESSION = "portal.session"
 
 
 # What a merchant's client gets when no scope is asked for; events.publish only on request.
+# Clients keep the scopes they were created with: one made before portal.session has none.
 MERCHANT_SCOPES: tuple[Scope, ...] = (
     Scope.WEBHOOK_READ,
     Scope.WEBHOOK_WRITE,
     Scope.PAYMENT_LINK_READ,
     Scope.PAYMENT_LINK_WRITE,
+    Scope.PORTAL_SESSION,
 )
 
 

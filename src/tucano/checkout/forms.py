@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
-from urllib.parse import parse_qsl
 
 from fastapi import Request
 
+from tucano.api import forms
+from tucano.api.forms import FORM_TYPE
 from tucano.brazil.brasilia_time import brasilia_date
 from tucano.checkout import csrf
 from tucano.checkout.cards import (
@@ -23,39 +24,15 @@ from tucano.checkout.page import CardForm, offered_installments, problem_text
 from tucano.checkout.service import Checkout
 from tucano.checkout.texts import TEXTS, Language
 from tucano.core.clock import clock
-from tucano.core.errors import AppError, BadRequest, ErrorCode
+from tucano.core.errors import AppError, ErrorCode
 
-FORM_TYPE = "application/x-www-form-urlencoded"
 _FIELDS = frozenset({csrf.FIELD, "installments", *CARD_FIELDS})
-_MOST_FIELDS = 32
-_LONGEST_VALUE = 200
 
 
 async def read_form(request: Request) -> dict[str, str]:
-    """The form's known fields; 415 for another content type, 400 for a field given twice."""
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type != FORM_TYPE:
-        raise AppError(
-            ErrorCode.UNSUPPORTED_MEDIA_TYPE, errors=[f"the form must be sent as {FORM_TYPE}"]
-        )
-    try:
-        pairs = parse_qsl(
-            (await request.body()).decode("utf-8"),
-            keep_blank_values=True,
-            max_num_fields=_MOST_FIELDS,
-        )
-    except (UnicodeDecodeError, ValueError):
-        raise BadRequest(f"the form must be UTF-8 text of at most {_MOST_FIELDS} fields") from None
-    form: dict[str, str] = {}
-    for name, value in pairs:
-        if name not in _FIELDS:
-            continue  # named in no answer: a field's name may be anything, a card number too
-        if name in form:
-            raise BadRequest(f"{name} is given more than once")
-        if "\x00" in value or len(value) > _LONGEST_VALUE:
-            raise BadRequest(f"{name} is not valid")
-        form[name] = value
-    return form
+    """The checkout form's known fields; 415 for another content type, 400 for a field given
+    twice."""
+    return await forms.read_form(request, _FIELDS)
 
 
 def check_forgery(

@@ -17,10 +17,11 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from tucano.api.dependencies import preferred_media_type
 from tucano.api.errors import error_response, transaction_id_of
+from tucano.api.page_headers import HeadersUnder
 from tucano.checkout import csrf
 from tucano.checkout.page import CardForm, page_context
 from tucano.checkout.service import Checkout
@@ -98,31 +99,15 @@ class Site:
     csrf_key: bytes
 
 
-class CheckoutHeaders:
+class CheckoutHeaders(HeadersUnder):
     """Every answer under /checkout carries the page's headers, those the edge or the framework
-    make too (a 405, a 413, a query the edge refuses): none of them may be framed, sniffed or
-    sent on with a Referer holding the token. Headers an answer sets itself are kept."""
+    make too: none of them may be framed, sniffed or sent on with a Referer holding the token."""
 
     def __init__(self, app: ASGIApp, *, https: bool) -> None:
-        self.app = app
         headers = dict(PAGE_HEADERS)
         if https:
             headers["Strict-Transport-Security"] = HSTS
-        self.headers = [(name.lower().encode(), value.encode()) for name, value in headers.items()]
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/checkout"):
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                present = {name.lower() for name, _ in message.get("headers", [])}
-                added = [(n, v) for n, v in self.headers if n not in present]
-                message = {**message, "headers": [*message.get("headers", []), *added]}
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
+        super().__init__(app, prefix="/checkout", headers=headers)
 
 
 def brl(amount: Any) -> str:

@@ -1,6 +1,7 @@
 """The `tucano` command: serve, worker, migrate; clients create / list / revoke; customers set /
-show; secrets reencrypt. Help is plain text (no type tags, ranges whole), a single-valued
-option given twice is refused, and every command that uses the database names it on stderr."""
+show; portal url; secrets reencrypt. Help is plain text (no type tags, ranges whole), a
+single-valued option given twice is refused, and every command that uses the database names it
+on stderr."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from tucano.cli.clients import clients_app
 from tucano.cli.common import fail
 from tucano.cli.customers import customers_app
 from tucano.cli.pix import pix_app
+from tucano.cli.portal import portal_app
 from tucano.cli.processes import processes_app
 from tucano.cli.secret_keys import secrets_app
 from tucano.config import ConfigurationError, metrics_directory
@@ -33,6 +35,7 @@ app.add_typer(clients_app, name="clients")
 app.add_typer(customers_app, name="customers")
 app.add_typer(secrets_app, name="secrets")
 app.add_typer(pix_app, name="pix")
+app.add_typer(portal_app, name="portal")
 
 
 def _print_version(value: bool) -> None:

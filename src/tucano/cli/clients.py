@@ -27,7 +27,8 @@ SCOPE_HELP = "A scope to grant (repeatable): one of the scopes listed above."
 # The scopes are listed one a line, kept as written (\b): wrapped, one split at its hyphen.
 CREATE_HELP = (
     "Create an API client and print its credentials once, as one JSON object.\n\n"
-    "Without --scope a client gets the four merchant scopes (webhook.* and payment-link.*); "
+    "Without --scope a client gets the five merchant scopes (webhook.*, payment-link.* and "
+    "portal.session); "
     "events.publish, for the provider's own systems that publish events, only when asked for."
     "\n\n\b\nScopes:\n" + "\n".join(f"  {scope.value}" for scope in Scope)
 )

@@ -62,6 +62,12 @@ class ErrorCode(IntEnum):
     PAYMENT_LINK_NOT_CANCELLABLE = 56, 409, "Payment link cannot be cancelled"
     PAYMENT_LINK_NOT_REFUNDABLE = 57, 409, "Payment link cannot be refunded"
     REFUND_IDEMPOTENCY_CONFLICT = 58, 409, "x-transaction-id already used for another refund"
+    PORTAL_LINK_INVALID = 59, 401, "The portal session URL is not valid"
+    PORTAL_LINK_USED = 60, 410, "The portal session URL was already used"
+    PORTAL_LINK_EXPIRED = 61, 410, "The portal session URL has expired"
+    PORTAL_SESSION_ENDED = 62, 401, "No portal session, or it has ended"
+    PORTAL_READ_ONLY = 63, 403, "The portal session is read-only"
+    PORTAL_FORM_EXPIRED = 64, 403, "The portal form failed its anti-forgery check"
 
 
 class AppError(Exception):

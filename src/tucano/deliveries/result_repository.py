@@ -16,8 +16,10 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    literal,
     select,
     tuple_,
+    union_all,
 )
 
 from tucano.core.paging import PageRequest
@@ -138,6 +140,46 @@ class ResultRepository(Repository[DeliveryResult]):
         )
         counted = select(func.count()).select_from(found.subquery())
         return int(await self.session.scalar(counted) or 0)
+
+    async def attempts_since(
+        self, *, customer_id: int, webhook_ids: Sequence[int], since_hour: int
+    ) -> list[tuple[int, str, int]]:
+        """(webhook, status, attempts) of these webhooks' results about the receiver (success,
+        or a failure retried or final) from the hour `since_hour` on, added up from the hour
+        counts."""
+        counts = COUNTS.c
+        rows = await self.session.execute(
+            select(counts.webhook_id, counts.status, func.sum(counts.result_count))
+            .where(
+                counts.customer_id == customer_id,
+                counts.webhook_id.in_(webhook_ids),
+                counts.hour >= since_hour,
+                counts.status.in_(
+                    (ResultStatus.SUCCESS, ResultStatus.PENDING_RETRY, ResultStatus.EXHAUSTED)
+                ),
+            )
+            .group_by(counts.webhook_id, counts.status)
+        )
+        return [(int(w), str(status), int(n or 0)) for w, status, n in rows]
+
+    async def latest_attempts(
+        self, *, customer_id: int, webhook_ids: Sequence[int]
+    ) -> list[tuple[int, datetime, str, int | None]]:
+        """(webhook, attempted at, status, HTTP status) of each webhook's latest result, in one
+        statement: one index lookup per webhook, however long its history."""
+        r = RESULTS.c
+        latest = [
+            select(literal(webhook_id).label("webhook_id"), r.attempted_at, r.status, r.http_status)
+            .where(r.customer_id == customer_id, r.webhook_id == webhook_id)
+            .order_by(r.attempted_at.desc(), r.id.desc())
+            .limit(1)
+            .subquery()
+            for webhook_id in webhook_ids
+        ]
+        if not latest:
+            return []
+        rows = await self.session.execute(union_all(*(select(*sub.c) for sub in latest)))
+        return [(int(w), at, str(status), http) for w, at, status, http in rows]
 
     async def recorded_since_claimed(self, held: Iterable[HeldDelivery]) -> set[tuple[int, int]]:
         """(delivery, attempt) of results these deliveries have since they were claimed: one

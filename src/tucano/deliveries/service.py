@@ -23,8 +23,10 @@ from tucano.core.errors import AppError, BadRequest, ErrorCode, NotFound
 from tucano.core.paging import PageRequest
 from tucano.db.database import Database, call_after_commit
 from tucano.db.notifications import notify
+from tucano.deliveries.activity import NO_ACTIVITY, WebhookActivity
 from tucano.deliveries.models import DeliveryResult, Event, ResultStatus
 from tucano.deliveries.repository import DeliveryRepository, EventRow
+from tucano.deliveries.result_counts import hour_of
 from tucano.deliveries.result_repository import HeldDelivery, ResultFilters, ResultRepository
 from tucano.deliveries.worker.wakeup import NOTIFY_CHANNEL, wakeup
 from tucano.events.payloads import Payload, published
@@ -305,6 +307,42 @@ async def list_results(
     return await ResultRepository(session).page_of(
         customer_id=customer_id, filters=filters, page=page
     )
+
+
+async def webhook_activity(
+    session: AsyncSession,
+    *,
+    customer_id: int,
+    webhook_ids: Sequence[int],
+    period: timedelta,
+    now: datetime,
+) -> dict[int, WebhookActivity]:
+    """Each of the customer's webhooks' attempts over `period` up to `now` (by whole hours:
+    from the start of the hour `period` before the current one's end), and its latest attempt
+    of all; NO_ACTIVITY for one never attempted (another customer's webhook too)."""
+    results = ResultRepository(session)
+    ids = list(dict.fromkeys(webhook_ids))
+    since_hour = hour_of(now) + 1 - period // timedelta(hours=1)
+    succeeded: dict[int, int] = {}
+    failed: dict[int, int] = {}
+    for webhook_id, status, attempts in await results.attempts_since(
+        customer_id=customer_id, webhook_ids=ids, since_hour=since_hour
+    ):
+        tally = succeeded if status == ResultStatus.SUCCESS else failed
+        tally[webhook_id] = tally.get(webhook_id, 0) + attempts
+    activity = {
+        webhook_id: NO_ACTIVITY._replace(
+            succeeded=succeeded.get(webhook_id, 0), failed=failed.get(webhook_id, 0)
+        )
+        for webhook_id in ids
+    }
+    for webhook_id, at, status, http_status in await results.latest_attempts(
+        customer_id=customer_id, webhook_ids=ids
+    ):
+        activity[webhook_id] = activity[webhook_id]._replace(
+            last_attempt_at=at, last_status=status, last_http_status=http_status
+        )
+    return activity
 
 
 async def prune_history(

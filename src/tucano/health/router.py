@@ -93,7 +93,7 @@ async def health(
                     "example": {
                         "status": "ok",
                         "environment": "sandbox",
-                        "schemaRevision": "0019_link_lifecycle",
+                        "schemaRevision": "0020_portal_sessions",
                     }
                 }
             },

@@ -20,6 +20,7 @@ from tucano.payment_links.models import (
     PaymentLink,
 )
 from tucano.pix.models import PixCharge
+from tucano.portal.models import PortalSession
 from tucano.webhooks.models import Webhook
 
 metadata = Base.metadata
@@ -41,6 +42,7 @@ __all__ = [
     "Payment",
     "PaymentLink",
     "PixCharge",
+    "PortalSession",
     "Webhook",
     "metadata",
 ]
