@@ -16,7 +16,7 @@ from tucano.api.routing import DecimalJSONRoute
 from tucano.api.wire import RangeEnd, RangeStart, WholeNumber, range_is_reversed
 from tucano.auth.deps import WebhookReader, WebhookWriter
 from tucano.core.clock import clock
-from tucano.core.errors import AppError, BadRequest, ErrorCode
+from tucano.core.errors import BadRequest
 from tucano.deliveries import service
 from tucano.deliveries.result_repository import ResultFilters
 from tucano.deliveries.schemas import (
@@ -28,7 +28,6 @@ from tucano.deliveries.schemas import (
     SampleEventRequest,
     WebhookResult,
 )
-from tucano.events.samples import sample_payload
 from tucano.events.types import EventType
 from tucano.webhooks.schemas import MAX_ID, WebhookIdInPath
 
@@ -187,11 +186,13 @@ async def send_test_event(
     settings: SettingsDep,
     database: DatabaseDep,
 ) -> EventAccepted:
-    if not settings.is_sandbox:
-        raise AppError(ErrorCode.SANDBOX_ONLY, errors=["test events exist only in the sandbox"])
-    payload = sample_payload(body.event_type, variant=body.variant, partner_id=caller.partner_id)
-    (event,) = await service.publish_events_alone(
-        database, [service.NewEvent(caller.customer_id, body.event_type, payload)]
+    event = await service.send_test_event(
+        database,
+        customer_id=caller.customer_id,
+        partner_id=caller.partner_id,
+        event_type=body.event_type,
+        variant=body.variant,
+        sandbox=settings.is_sandbox,
     )
     return EventAccepted.of(event)
 

@@ -30,6 +30,7 @@ from tucano.deliveries.result_counts import hour_of
 from tucano.deliveries.result_repository import HeldDelivery, ResultFilters, ResultRepository
 from tucano.deliveries.worker.wakeup import NOTIFY_CHANNEL, wakeup
 from tucano.events.payloads import Payload, published
+from tucano.events.samples import Variant, sample_payload
 from tucano.events.types import EventType
 from tucano.webhooks import service as webhooks
 from tucano.webhooks.models import Webhook
@@ -125,6 +126,24 @@ async def publish_events_alone(
     if queued:
         wakeup.notify()  # this process's workers; the notification reaches the others
     return _published(events, rows, queued, now)
+
+
+async def send_test_event(
+    database: Database,
+    *,
+    customer_id: int,
+    partner_id: int | None,
+    event_type: EventType,
+    variant: Variant | None,
+    sandbox: bool,
+) -> PublishedEvent:
+    """A sample event of `event_type` (its `variant`), delivered to the customer's active
+    webhooks of that type as any event is; only in the sandbox (403 elsewhere)."""
+    if not sandbox:
+        raise AppError(ErrorCode.SANDBOX_ONLY, errors=["test events exist only in the sandbox"])
+    payload = sample_payload(event_type, variant=variant, partner_id=partner_id)
+    (event,) = await publish_events_alone(database, [NewEvent(customer_id, event_type, payload)])
+    return event
 
 
 async def _announce_deliveries(session: AsyncSession) -> None:
