@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from tucano.api.deps import made_at_start, provided
-from tucano.api.forms import read_form
+from tucano.api.forms import LONGEST_VALUE, read_form
 from tucano.config import Settings
 from tucano.core import csrf
 from tucano.core.clock import clock
@@ -85,10 +85,10 @@ class SignedForm:
     fields: dict[str, str]
 
 
-def form_reader(*fields: str, writes: bool = True) -> Any:
+def form_reader(*fields: str, writes: bool = True, longest_value: int = LONGEST_VALUE) -> Any:
     """A dependency that gives the posted form's `fields` once it passed its checks: a session
     (401), not read-only when the form `writes` (403), and the session's own forgery field from
-    one of its pages (403)."""
+    one of its pages (403). A value longer than `longest_value` is a 400."""
     known = frozenset({CSRF_FIELD, *fields})
 
     async def signed_form(request: Request, page: PageSessionDep) -> SignedForm:
@@ -99,7 +99,7 @@ def form_reader(*fields: str, writes: bool = True) -> Any:
         # Refused before the body is read: another site's page may not post here at all.
         if csrf.comes_from_another_site(request.headers):
             raise _forged()
-        form = await read_form(request, known)
+        form = await read_form(request, known, longest_value=longest_value)
         portal = made_at_start(request, "portal", Portal)
         binding = f"portal-session:{page.session.id}"
         if not csrf.is_genuine(portal.site.csrf_key, binding, form.pop(CSRF_FIELD, None)):
