@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tucano.core.languages import Language
+from tucano.portal import texts_webhooks
 
 # The sections of the navigation, in order: (key, path).
 SECTIONS: tuple[tuple[str, str], ...] = (
@@ -101,6 +102,7 @@ PT: Mapping[str, str] = {
     "invalid_heading": "Não foi possível atender o pedido",
     "invalid_text": "Nada foi alterado. Volte e tente de novo.",
     "back_home": "Voltar ao início do portal",
+    **texts_webhooks.PT,
 }
 
 EN: Mapping[str, str] = {
@@ -186,6 +188,7 @@ EN: Mapping[str, str] = {
     "invalid_heading": "The request could not be done",
     "invalid_text": "Nothing was changed. Go back and try again.",
     "back_home": "Back to the portal's home",
+    **texts_webhooks.EN,
 }
 
 TEXTS: Mapping[Language, Mapping[str, str]] = {"pt-BR": PT, "en": EN}
