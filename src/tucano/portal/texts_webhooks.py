@@ -37,6 +37,7 @@ PT: Mapping[str, str] = {
     "wh_secret_note": "Guarde-o como uma senha: ele sai da tela quando você deixa esta página.",
     "wh_copy": "Copiar",
     "wh_copied": "Segredo copiado.",
+    "wh_copy_failed": "Segredo selecionado: copie com Ctrl+C (⌘C no Mac).",
     "wh_previous_until": "Um segredo substituído por uma troca também assina as entregas até "
     "{time} (horário de Brasília).",
     "wh_rotate": "Trocar segredo",
@@ -96,6 +97,7 @@ EN: Mapping[str, str] = {
     "page.",
     "wh_copy": "Copy",
     "wh_copied": "Secret copied.",
+    "wh_copy_failed": "Secret selected: copy it with Ctrl+C (⌘C on a Mac).",
     "wh_previous_until": "A secret replaced by a rotation also signs deliveries until {time} "
     "(Brasília time).",
     "wh_rotate": "Rotate secret",

@@ -6,17 +6,18 @@
   function copy(button) {
     var field = document.getElementById(button.getAttribute("data-copy"));
     var status = document.getElementById(button.getAttribute("data-status"));
-    function copied() { status.textContent = button.getAttribute("data-copied"); }
-    function byHand() {
+    var say = function (name) { status.textContent = button.getAttribute(name); };
+    // Where the clipboard is refused, the secret is left selected for the keyboard's copy.
+    var failed = function () {
       field.focus();
       field.select();
-      if (document.execCommand && document.execCommand("copy")) { copied(); }
-    }
+      say("data-copy-failed");
+    };
     status.textContent = "";
-    if (navigator.clipboard && window.isSecureContext) {
-      navigator.clipboard.writeText(field.value).then(copied, byHand);
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(field.value).then(function () { say("data-copied"); }, failed);
     } else {
-      byHand();
+      failed();
     }
   }
 
