@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from datetime import timedelta
 from decimal import Decimal
 from html import unescape
 from typing import Any
@@ -18,8 +19,10 @@ import pytest
 from tests.support.payment_links import BASE, cancel, create, listing, pay, refund, tx
 from tests.support.portal import csrf_token, open_portal
 from tests.support.service import Merchant, RunningService
+from tucano.core.clock import clock
 from tucano.payment_links.domain import METHOD_CARD, METHOD_PIX
 from tucano.portal import payment_link_views
+from tucano.refunds.service import run_due_refunds
 
 LIST = "/portal/payment-links"
 _KEY = re.compile(r'name="key" value="([^"]+)"')
@@ -337,6 +340,28 @@ async def test_a_refund_the_card_processor_refuses_is_shown_failed_with_its_reas
     assert f'role="status">The refund of R$ 10.13 failed: {reason}' in shown
     assert "Status: Paid" in text_of(shown)
     assert 'name="amount" type="text" value="50.00"' in shown  # a failed refund took nothing
+
+
+async def test_a_pix_refund_is_shown_pending_until_the_provider_settles_it(
+    service: RunningService,
+) -> None:
+    merchant = await service.merchant()
+    link = await create(merchant, amount=Decimal("40.00"))
+    link_uuid = link["linkPaymentUuid"]
+    await pay(service, merchant, link_uuid, METHOD_PIX)
+    async with open_portal(merchant, language="en") as client:
+        page = await client.get(f"{LIST}/{link_uuid}")
+        sent = await client.post(f"{LIST}/{link_uuid}/refunds", data=form_of(page, amount="15"))
+        pending = (await client.get(sent.headers["location"])).text
+        with clock.freeze(clock.now() + timedelta(seconds=6)):
+            assert await run_due_refunds(service.database, service.app.state.refunder) == 1
+        settled = (await client.get(f"{LIST}/{link_uuid}")).text
+    assert 'role="status">Refund of R$ 15.00 asked for: pending.' in pending
+    assert "Status: Paid" in text_of(pending)
+    assert 'name="amount" type="text" value="25.00"' in pending  # what is pending is taken
+    refund_row = re.search(r"<tr data-refund=[^>]+>(.*?)</tr>", settled, re.S)
+    assert refund_row and " R$ 15.00 Succeeded " in text_of(refund_row.group(1))
+    assert "Status: Partially refunded" in text_of(settled)
 
 
 async def test_a_link_that_cannot_be_refunded_says_why(service: RunningService) -> None:
