@@ -35,6 +35,10 @@ ASSETS: dict[str, tuple[bytes, str]] = {
     "portal.css": (_STATIC.joinpath("portal.css").read_bytes(), "text/css; charset=utf-8"),
     "portal.js": (_STATIC.joinpath("portal.js").read_bytes(), "text/javascript; charset=utf-8"),
     "webhooks.js": (_STATIC.joinpath("webhooks.js").read_bytes(), "text/javascript; charset=utf-8"),
+    "payment-links.js": (
+        _STATIC.joinpath("payment-links.js").read_bytes(),
+        "text/javascript; charset=utf-8",
+    ),
 }
 # In the assets' addresses, so that a browser caching them for a year never keeps a stale one.
 ASSET_VERSION = hashlib.sha256(b"".join(body for body, _ in ASSETS.values())).hexdigest()[:12]
@@ -42,6 +46,7 @@ ASSET_URLS = {
     "css": f"{PREFIX}/static/portal.css?v={ASSET_VERSION}",
     "js": f"{PREFIX}/static/portal.js?v={ASSET_VERSION}",
     "webhooks_js": f"{PREFIX}/static/webhooks.js?v={ASSET_VERSION}",
+    "payment_links_js": f"{PREFIX}/static/payment-links.js?v={ASSET_VERSION}",
 }
 # Which texts an error's page shows (the others: not found, or an invalid request).
 _ERROR_PAGES = {

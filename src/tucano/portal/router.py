@@ -23,7 +23,9 @@ from tucano.core.errors import AppError, ErrorCode
 from tucano.portal import pages, service
 from tucano.portal.deps import PageSessionDep, PortalDep, SignedForm, form_reader
 from tucano.portal.layout import show
+from tucano.portal.payment_links_pages import router as payment_links_pages
 from tucano.portal.rendering import ASSETS, PREFIX, render
+from tucano.portal.reports_pages import router as reports_pages
 from tucano.portal.routing import PortalPageRoute
 from tucano.portal.schemas import PortalSessionCreate, PortalSessionCreated
 from tucano.portal.webhook_pages import router as webhook_pages
@@ -40,8 +42,6 @@ HOME = PREFIX
 COMING = {
     "deliveries": "/deliveries",
     "event_types": "/event-types",
-    "payment_links": "/payment-links",
-    "reports": "/reports",
 }
 
 
@@ -148,3 +148,5 @@ router = APIRouter()
 router.include_router(api)
 router.include_router(site)
 router.include_router(webhook_pages)
+router.include_router(payment_links_pages)
+router.include_router(reports_pages)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from tucano.core.languages import Language
 from tucano.portal import texts_webhooks
+from tucano.portal import texts_payment_links, texts_reports
 
 # The sections of the navigation, in order: (key, path).
 SECTIONS: tuple[tuple[str, str], ...] = (
@@ -191,4 +192,6 @@ EN: Mapping[str, str] = {
     **texts_webhooks.EN,
 }
 
+PT = {**PT, **texts_payment_links.PT, **texts_reports.PT}
+EN = {**EN, **texts_payment_links.EN, **texts_reports.EN}
 TEXTS: Mapping[Language, Mapping[str, str]] = {"pt-BR": PT, "en": EN}
