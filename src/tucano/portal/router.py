@@ -21,6 +21,7 @@ from tucano.auth.deps import PortalSessionOpener
 from tucano.core.clock import clock
 from tucano.core.errors import AppError, ErrorCode
 from tucano.portal import pages, service
+from tucano.portal.deliveries_pages import router as deliveries_pages
 from tucano.portal.deps import PageSessionDep, PortalDep, SignedForm, form_reader
 from tucano.portal.layout import show
 from tucano.portal.rendering import ASSETS, PREFIX, render
@@ -38,7 +39,6 @@ site = APIRouter(prefix=PREFIX, route_class=PortalPageRoute, include_in_schema=F
 HOME = PREFIX
 # The sections whose pages are still to come: (key, path).
 COMING = {
-    "deliveries": "/deliveries",
     "event_types": "/event-types",
     "payment_links": "/payment-links",
     "reports": "/reports",
@@ -148,3 +148,4 @@ router = APIRouter()
 router.include_router(api)
 router.include_router(site)
 router.include_router(webhook_pages)
+router.include_router(deliveries_pages)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tucano.core.languages import Language
+from tucano.portal.texts_deliveries import DELIVERIES_EN, DELIVERIES_PT
 
 # The sections of the navigation, in order: (key, path).
 SECTIONS: tuple[tuple[str, str], ...] = (
@@ -188,4 +189,6 @@ EN: Mapping[str, str] = {
     "back_home": "Back to the portal's home",
 }
 
+PT = {**PT, **DELIVERIES_PT}
+EN = {**EN, **DELIVERIES_EN}
 TEXTS: Mapping[Language, Mapping[str, str]] = {"pt-BR": PT, "en": EN}
