@@ -23,6 +23,7 @@ from tucano.core.errors import AppError, ErrorCode
 from tucano.portal import pages, service
 from tucano.portal.deliveries_pages import router as deliveries_pages
 from tucano.portal.deps import PageSessionDep, PortalDep, SignedForm, form_reader
+from tucano.portal.event_type_pages import router as event_type_pages
 from tucano.portal.layout import show
 from tucano.portal.rendering import ASSETS, PREFIX, render
 from tucano.portal.routing import PortalPageRoute
@@ -39,7 +40,6 @@ site = APIRouter(prefix=PREFIX, route_class=PortalPageRoute, include_in_schema=F
 HOME = PREFIX
 # The sections whose pages are still to come: (key, path).
 COMING = {
-    "event_types": "/event-types",
     "payment_links": "/payment-links",
     "reports": "/reports",
 }
@@ -149,3 +149,4 @@ router.include_router(api)
 router.include_router(site)
 router.include_router(webhook_pages)
 router.include_router(deliveries_pages)
+router.include_router(event_type_pages)

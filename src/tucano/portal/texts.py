@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from tucano.core.languages import Language
 from tucano.portal.texts_deliveries import DELIVERIES_EN, DELIVERIES_PT
+from tucano.portal.texts_event_types import EVENT_TYPES_EN, EVENT_TYPES_PT
 
 # The sections of the navigation, in order: (key, path).
 SECTIONS: tuple[tuple[str, str], ...] = (
@@ -189,6 +190,6 @@ EN: Mapping[str, str] = {
     "back_home": "Back to the portal's home",
 }
 
-PT = {**PT, **DELIVERIES_PT}
-EN = {**EN, **DELIVERIES_EN}
+PT = {**PT, **DELIVERIES_PT, **EVENT_TYPES_PT}
+EN = {**EN, **DELIVERIES_EN, **EVENT_TYPES_EN}
 TEXTS: Mapping[Language, Mapping[str, str]] = {"pt-BR": PT, "en": EN}
