@@ -261,12 +261,13 @@ async def test_a_recovery_asked_wrongly_is_told_so_and_queues_nothing(
             "/portal/deliveries/recover",
             data={"csrf_token": token, "webhook": theirs["webhookId"], "since": field(now)},
         )
-    # The form starts on the last day, up to now, the webhook chosen.
+    # The form starts a day ago, up to whenever it is sent, the webhook chosen.
     assert f'<option value="{mine}" selected>' in first
     assert (
         f'name="since" type="datetime-local" step="1" value="{field(now - timedelta(days=1))[:13]}'
         in first
     )
+    assert 'name="until" type="datetime-local" step="1" value=""' in first  # now, when sent
     for answer, said in (
         (reversed_, "The start must not be after the end."),
         (too_long, "A range may span at most 14 days; recover a longer outage in several ranges."),

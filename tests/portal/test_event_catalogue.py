@@ -58,3 +58,12 @@ def test_each_webhook_of_the_document_is_an_entry() -> None:
     assert [(s.name, s.summary) for s in entry.samples] == [("small", "A small one."), ("big", "")]
     assert entry.samples[1].json == '{\n  "name": "<b>"\n}'
     assert catalogue({}) == []
+
+
+def test_a_descriptions_code_spans_are_marked() -> None:
+    entry = catalogue(
+        {"webhooks": {"X": {"post": {"summary": "X: with `refund.status` FAILED, ` alone"}}}}
+    )[0]
+    assert entry.description_parts == [("with `refund.status` FAILED, ` alone", False)]
+    entry = catalogue({"webhooks": {"X": {"post": {"summary": "X: with `refund.status` set"}}}})[0]
+    assert entry.description_parts == [("with ", False), ("refund.status", True), (" set", False)]

@@ -15,8 +15,9 @@ from tucano.deliveries.history import HourOfAttempts
 from tucano.deliveries.result_counts import EPOCH, HOUR, hour_of
 
 DAYS = 7
-WIDTH, HEIGHT = 640, 220
-LEFT, RIGHT, TOP, BOTTOM = 44, 8, 12, 32
+# Small units, so that labels stay readable on a phone's width (the chart scales to fit).
+WIDTH, HEIGHT = 400, 200
+LEFT, RIGHT, TOP, BOTTOM = 30, 6, 10, 26
 PLOT_WIDTH, PLOT_HEIGHT = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 BAR_SHARE = 0.55  # of each day's slot
 
@@ -63,7 +64,7 @@ class HealthChart:
     left: int = LEFT
     right: int = WIDTH - RIGHT
     base: int = TOP + PLOT_HEIGHT
-    label_y: int = HEIGHT - 10
+    label_y: int = HEIGHT - 8
 
     @property
     def attempts(self) -> int:

@@ -55,12 +55,8 @@ def exact_field(moment: datetime) -> str:
 
 
 def recovery_fields(webhook: str, *, now: datetime) -> dict[str, str]:
-    """A recovery form's first values: the last day, up to now."""
-    return {
-        "webhook": webhook,
-        "since": minute_field(now - timedelta(days=1)),
-        "until": minute_field(now),
-    }
+    """A recovery form's first values: from a day ago, up to whenever it is sent."""
+    return {"webhook": webhook, "since": minute_field(now - timedelta(days=1)), "until": ""}
 
 
 @router.get("")

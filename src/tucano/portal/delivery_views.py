@@ -10,7 +10,7 @@ from datetime import datetime
 
 from tucano.brazil.brasilia_time import BRASILIA, brasilia_date
 from tucano.core import json_codec
-from tucano.core.languages import Language, moment
+from tucano.core.languages import Language
 from tucano.core.paging import PageRequest
 from tucano.db.database import Database
 from tucano.deliveries import history
@@ -171,7 +171,7 @@ async def event_view(
     return EventView(
         event_id=event.id,
         event_type=event.event_type,
-        created=moment(event.created_at, language),
+        created=to_the_second(event.created_at, language),
         payload=pretty_json(event.payload),
         attempts=[attempt_of(row, language) for row in rows[:EVENT_ATTEMPTS]],
         limited=len(rows) > EVENT_ATTEMPTS,

@@ -27,6 +27,14 @@ class EventTypeEntry:
     schema: str  # pretty JSON
     samples: list[Sample]
 
+    @property
+    def description_parts(self) -> list[tuple[str, bool]]:
+        """The description's text and its `code` spans (Markdown's), each marked as such."""
+        parts = self.description.split("`")
+        if len(parts) % 2 == 0:  # an unmatched backtick: plain text
+            return [(self.description, False)]
+        return [(part, n % 2 == 1) for n, part in enumerate(parts) if part]
+
 
 def pretty(value: Any) -> str:
     return json_codec.dumps(value, indent=True).decode()

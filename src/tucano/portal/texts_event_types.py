@@ -13,6 +13,7 @@ EVENT_TYPES_PT: Mapping[str, str] = {
     "event_types_contents": "Nesta página",
     "event_schema": "Esquema JSON",
     "event_sample": "Exemplo: {name}",
+    "event_sample_only": "Exemplo",
 }
 
 EVENT_TYPES_EN: Mapping[str, str] = {
@@ -23,4 +24,5 @@ EVENT_TYPES_EN: Mapping[str, str] = {
     "event_types_contents": "On this page",
     "event_schema": "JSON schema",
     "event_sample": "Sample: {name}",
+    "event_sample_only": "Sample",
 }
