@@ -125,9 +125,12 @@ async def test_the_weeks_health_is_drawn_per_day_with_its_numbers_in_words(
     async with open_portal(merchant, language="en") as client:
         every = (await client.get("/portal/deliveries")).text
         one = (await client.get(f"/portal/deliveries?webhook={sick['webhookId']}")).text
+        unknown = (await client.get("/portal/deliveries?webhook=999999999")).text
     assert "Attempts: 4 · succeeded: 1 · failed: 3" in every
     assert "Attempts: 3 · succeeded: 0 · failed: 3" in one
     assert f"Attempts to the webhook {receiver.url('/sick')}." in one
+    assert "Attempts to the webhook #999999999." in unknown
+    assert "Attempts: 0 · succeeded: 0 · failed: 0" in unknown
     today = datetime.now(UTC).astimezone(BRASILIA).date()
     label = f"{today:%b} {today.day}"
     assert f"{label}: 1 succeeded, 3 failed." in every  # the last day of the chart's description

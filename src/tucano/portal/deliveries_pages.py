@@ -106,7 +106,11 @@ async def deliveries_list(
         problems=problems,
         listed=listed,
         chart=chart,
-        charted=next((c for c in choices if c.webhook_id == charted), None),
+        # Named by its URL; by its id when it is not among the customer's (then it has none).
+        charted=next(
+            (c.target_url for c in choices if c.webhook_id == charted),
+            None if charted is None else f"#{charted}",
+        ),
         choices=choices,
         event_types=list(EventType),
         statuses=ResultStatus.ALL,
