@@ -120,6 +120,8 @@ def _default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
+def dumps(value: Any, *, sort_keys: bool = False, indent: bool = False) -> bytes:
+    """`value` as JSON; with `indent`, two spaces per level, for people to read."""
     option = orjson.OPT_PASSTHROUGH_DATETIME | (orjson.OPT_SORT_KEYS if sort_keys else 0)
+    option |= orjson.OPT_INDENT_2 if indent else 0
     return orjson.dumps(value, default=_default, option=option)

@@ -7,7 +7,6 @@ are a browser's, behind a cookie, not operations a client generates methods for.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Annotated
 
@@ -21,7 +20,9 @@ from tucano.auth.deps import PortalSessionOpener
 from tucano.core.clock import clock
 from tucano.core.errors import AppError, ErrorCode
 from tucano.portal import pages, service
+from tucano.portal.deliveries_pages import router as deliveries_pages
 from tucano.portal.deps import PageSessionDep, PortalDep, SignedForm, form_reader
+from tucano.portal.event_type_pages import router as event_type_pages
 from tucano.portal.layout import show
 from tucano.portal.payment_links_pages import router as payment_links_pages
 from tucano.portal.rendering import ASSETS, PREFIX, render
@@ -38,13 +39,9 @@ api = APIRouter(
 )
 site = APIRouter(prefix=PREFIX, route_class=PortalPageRoute, include_in_schema=False)
 HOME = PREFIX
+
+
 # The sections whose pages are still to come: (key, path).
-COMING = {
-    "deliveries": "/deliveries",
-    "event_types": "/event-types",
-}
-
-
 @api.post(
     "/sessions",
     status_code=201,
@@ -115,17 +112,6 @@ async def home(request: Request, page: PageSessionDep, portal: PortalDep) -> Res
     return show(request, page, "home.html", current=None, overview=summary)
 
 
-def _coming(key: str) -> Callable[..., Awaitable[Response]]:
-    async def section(request: Request, page: PageSessionDep) -> Response:
-        return show(request, page, "coming.html", current=key, section=key)
-
-    return section
-
-
-for _key, _path in COMING.items():
-    site.add_api_route(_path, _coming(_key), methods=["GET"], name=f"portal_{_key}")
-
-
 @site.post("/sign-out")
 async def sign_out(
     portal: PortalDep, form: Annotated[SignedForm, form_reader(writes=False)]
@@ -150,3 +136,5 @@ router.include_router(site)
 router.include_router(webhook_pages)
 router.include_router(payment_links_pages)
 router.include_router(reports_pages)
+router.include_router(deliveries_pages)
+router.include_router(event_type_pages)

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tucano.core.languages import Language
-from tucano.portal import texts_webhooks
-from tucano.portal import texts_payment_links, texts_reports
+from tucano.portal import texts_payment_links, texts_reports, texts_webhooks
+from tucano.portal.texts_deliveries import DELIVERIES_EN, DELIVERIES_PT
+from tucano.portal.texts_event_types import EVENT_TYPES_EN, EVENT_TYPES_PT
 
 # The sections of the navigation, in order: (key, path).
 SECTIONS: tuple[tuple[str, str], ...] = (
@@ -35,7 +36,6 @@ PT: Mapping[str, str] = {
     "read_only_note": "Sessão somente leitura: você pode ver tudo, mas nada pode ser alterado.",
     "sign_out": "Sair",
     "footer": "Portal servido por Tucano.",
-    "coming": "Esta seção chega em breve ao portal. Até lá, use a API.",
     "home_heading": "Visão geral",
     "home_webhooks": "Webhooks cadastrados",
     "home_links_today": "Links de pagamento criados hoje",
@@ -121,7 +121,6 @@ EN: Mapping[str, str] = {
     "read_only_note": "Read-only session: you can see everything, but nothing can be changed.",
     "sign_out": "Sign out",
     "footer": "Portal served by Tucano.",
-    "coming": "This section is coming to the portal soon. Until then, use the API.",
     "home_heading": "Overview",
     "home_webhooks": "Webhooks registered",
     "home_links_today": "Payment links created today",
@@ -192,6 +191,6 @@ EN: Mapping[str, str] = {
     **texts_webhooks.EN,
 }
 
-PT = {**PT, **texts_payment_links.PT, **texts_reports.PT}
-EN = {**EN, **texts_payment_links.EN, **texts_reports.EN}
+PT = {**PT, **texts_payment_links.PT, **texts_reports.PT, **DELIVERIES_PT, **EVENT_TYPES_PT}
+EN = {**EN, **texts_payment_links.EN, **texts_reports.EN, **DELIVERIES_EN, **EVENT_TYPES_EN}
 TEXTS: Mapping[Language, Mapping[str, str]] = {"pt-BR": PT, "en": EN}
