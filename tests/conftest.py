@@ -13,6 +13,7 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 
 from tests.support.databases import drop_scratch_database
+from tests.support.nats_cluster import nats_cluster  # noqa: F401 - a fixture
 from tests.support.receivers import Receiver
 from tests.support.service import RunningService, start_service
 from tests.support.settings import (

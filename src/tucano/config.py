@@ -8,7 +8,7 @@ import os
 import re
 from datetime import timedelta
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from limits import parse as parse_rate
@@ -160,6 +160,11 @@ class Settings(BaseSettings):
     redis_key_prefix: str = Field(default="tucano", min_length=1, pattern=r"^[\w.:-]+$")
 
     # Delivery engine.
+    # Where workers find due deliveries: the database itself, or a NATS JetStream stream that a
+    # relay fills from the database (docs/adr/nats-queue.md).
+    queue: Literal["database", "nats"] = "database"
+    # The NATS servers, comma-separated (used with queue = nats).
+    nats_url: str = "nats://127.0.0.1:4222"
     delivery_timeout_seconds: Seconds = Field(default=15.0, gt=0)
     delivery_concurrency: int = Field(default=64, ge=1, le=2048)
     delivery_concurrency_per_target: int = Field(default=16, ge=1)

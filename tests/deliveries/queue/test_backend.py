@@ -28,6 +28,7 @@ from tucano.db.engines import connect_asyncpg
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.models import Delivery, DeliveryResult, ResultStatus
 from tucano.deliveries.queue.backend import NOT_RETRIED, ClaimedDelivery, Outcome, QueueBackend
+from tucano.deliveries.queue.nats import NatsQueue
 from tucano.events.samples import sample_payload
 from tucano.events.types import EventType
 
@@ -316,6 +317,8 @@ async def test_a_worker_can_give_back_more_claims_than_a_statement_takes(
 ) -> None:
     """A worker at the largest concurrency holds up to 24 x 2,048 deliveries, more ids than one
     statement may carry; stopping, it gives them all back."""
+    if isinstance(queue, NatsQueue):
+        pytest.skip("the database's give-back (NatsQueue's own): 40,000 relayed would take long")
     customer = new_customer_id()
     await add_webhook(private_database, customer)
     held = 40_000

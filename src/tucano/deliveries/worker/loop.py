@@ -66,7 +66,7 @@ class DeliveryWorker:
     ):
         self.database = database
         self.settings = settings
-        self.queue = queue or queue_for(database)
+        self.queue = queue or queue_for(database, settings)
         # Opens the webhooks' sealed signing secrets; without TUCANO_SECRET_KEY (sandbox), the
         # key is the database's generated one, read at the first claim.
         key = settings.secret_key

@@ -1,0 +1,258 @@
+"""The delivery queue on NATS JetStream: the database stays the record and the outbox; a relay
+(relay.py) announces each committed due delivery on a replicated stream, sharded by receiving
+host, and workers pull from one durable consumer. A message is a ticket, not the delivery: it
+claims its delivery in the database only while the delivery still carries the relay's mark, so
+a stale or duplicated message claims nothing. A retry waits in the database for its time and
+is announced again when due (docs/adr/nats-queue.md says why). Recording and giving back are
+the database back end's; the messages of what they settle are then acknowledged."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import nats
+import structlog
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import api
+from nats.js.client import JetStreamContext
+from nats.js.errors import NotFoundError
+from sqlalchemy import select, update
+
+from tucano.core.clock import clock
+from tucano.db.database import Database
+from tucano.db.repository import in_parts
+from tucano.deliveries.queue.backend import Claim, ClaimedDelivery, Outcome, claimed_delivery
+from tucano.deliveries.queue.postgres import PostgresQueue
+from tucano.deliveries.queue.relay import Relay, read_ticket
+from tucano.deliveries.queue.sql import CLAIMED_COLUMNS, DELIVERIES, EVENTS, WEBHOOKS, SqlQueue
+from tucano.webhooks.secret_store import WebhookSecretStore
+
+log = structlog.get_logger("tucano.deliveries")
+
+_d, _e, _w = DELIVERIES.c, EVENTS.c, WEBHOOKS.c
+
+STREAM = "TUCANO_DELIVERIES"
+SUBJECT_PREFIX = "tucano.deliveries"
+CONSUMER = "workers"
+REPLICAS = 3
+# How long a pull waits when nothing is on the stream: the claim loop polls and is woken anyway.
+FETCH_SECONDS = 0.05
+# A message for a host or webhook the worker has no room for comes back this much later.
+LEFT_FOR_LATER_SECONDS = 1.0
+# A message unacknowledged this long is handed out again (and then claims nothing unless its
+# mark still stands); longer than any attempt's lease.
+ACK_WAIT_SECONDS = 600.0
+
+
+def servers_of(url: str) -> list[str]:
+    return [s.strip() for s in url.split(",") if s.strip()]
+
+
+def _host(url: str | None) -> str:
+    parts = urlsplit(url or "")
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+class NatsQueue:
+    """QueueBackend on NATS JetStream over the database's own back end."""
+
+    def __init__(
+        self,
+        database: Database,
+        servers: Sequence[str],
+        *,
+        stream: str = STREAM,
+        subject_prefix: str = SUBJECT_PREFIX,
+        replicas: int = REPLICAS,
+    ) -> None:
+        self.database = database
+        self.servers = list(servers)
+        self.stream = stream
+        self.subject_prefix = subject_prefix
+        self.replicas = replicas
+        self.rows: SqlQueue = (
+            PostgresQueue(database) if database.dialect == "postgresql" else SqlQueue(database)
+        )
+        self.relay = Relay(database, self._publish, subject_prefix=subject_prefix)
+        self._client: Client | None = None
+        self._js: JetStreamContext | None = None
+        self._pull: JetStreamContext.PullSubscription | None = None
+        self._connecting = asyncio.Lock()
+        # The messages of what this process holds, by (delivery, claim token).
+        self._messages: dict[tuple[int, str], Msg] = {}
+
+    async def _connected(self) -> JetStreamContext.PullSubscription:
+        async with self._connecting:
+            if self._pull is None:
+                self._client = await nats.connect(servers=self.servers, name="tucano-worker")
+                self._js = self._client.jetstream()
+                try:
+                    await self._js.stream_info(self.stream)
+                except NotFoundError:
+                    await self._js.add_stream(
+                        name=self.stream,
+                        subjects=[f"{self.subject_prefix}.*"],
+                        num_replicas=self.replicas,
+                        storage=api.StorageType.FILE,
+                        retention=api.RetentionPolicy.WORK_QUEUE,
+                    )
+                self._pull = await self._js.pull_subscribe(
+                    f"{self.subject_prefix}.*",
+                    durable=CONSUMER,
+                    stream=self.stream,
+                    config=api.ConsumerConfig(
+                        ack_policy=api.AckPolicy.EXPLICIT,
+                        ack_wait=ACK_WAIT_SECONDS,
+                        max_ack_pending=-1,
+                    ),
+                )
+            return self._pull
+
+    async def _publish(self, subject: str, data: bytes, message_id: str) -> None:
+        await self._connected()
+        assert self._js is not None
+        await self._js.publish(
+            subject, data, stream=self.stream, headers={"Nats-Msg-Id": message_id}
+        )
+
+    async def close(self) -> None:
+        if self._client is not None:
+            # Closed, not drained: a held message left unacknowledged claims nothing later.
+            await self._client.flush()
+            await self._client.close()
+            self._client = self._js = self._pull = None
+
+    async def claim(
+        self,
+        *,
+        secret_store: WebhookSecretStore,
+        limit: int,
+        lease: timedelta,
+        exclude_webhooks: Sequence[int] = (),
+        exclude_hosts: Sequence[str] = (),
+    ) -> Claim:
+        pull = await self._connected()
+        # Each claim first relays what is due: any number of relays may run, each takes only
+        # what it marks.
+        relayed = await self.relay.relay_due(limit)
+        try:
+            messages = await pull.fetch(limit, timeout=FETCH_SECONDS)
+        except nats.errors.TimeoutError:
+            messages = []
+        tickets: dict[int, tuple[str, Msg]] = {}
+        for message in messages:
+            read = read_ticket(message.data)
+            if read is None:
+                await message.term()
+            else:
+                tickets[read[0]] = (read[1], message)
+        claimed, later = await self._claim_tickets(
+            tickets,
+            secret_store=secret_store,
+            lease=lease,
+            exclude_webhooks=set(exclude_webhooks),
+            exclude_hosts=set(exclude_hosts),
+        )
+        for delivery_id, (_, message) in tickets.items():
+            if delivery_id in later:
+                await message.nak(delay=LEFT_FOR_LATER_SECONDS)
+            elif delivery_id not in claimed:
+                await message.ack()  # a stale ticket: the delivery moved on without it
+        deliveries = []
+        for delivery in claimed.values():
+            if delivery is not None:
+                self._messages[(delivery.delivery_id, delivery.claim_token)] = tickets[
+                    delivery.delivery_id
+                ][1]
+                deliveries.append(delivery)
+        return Claim(deliveries, more_due=relayed >= limit or len(messages) >= limit)
+
+    async def _claim_tickets(
+        self,
+        tickets: dict[int, tuple[str, Msg]],
+        *,
+        secret_store: WebhookSecretStore,
+        lease: timedelta,
+        exclude_webhooks: set[int],
+        exclude_hosts: set[str],
+    ) -> tuple[dict[int, ClaimedDelivery | None], set[int]]:
+        """The deliveries whose ticket still stands, claimed (None where the secrets do not
+        open), and those left for later (their webhook or host excluded)."""
+        now = clock.now()
+        token = secrets.token_hex(16)
+        until = now + lease
+        claimed: dict[int, ClaimedDelivery | None] = {}
+        later: set[int] = set()
+        async with self.database.session() as session:
+            standing: list[int] = []
+            for part in in_parts(sorted(tickets)):
+                for row in await session.execute(
+                    select(_d.id, _d.claim_token, _d.webhook_id, _w.target_url)
+                    .select_from(DELIVERIES.outerjoin(WEBHOOKS, _w.id == _d.webhook_id))
+                    .where(_d.id.in_(part))
+                    .order_by(_d.id)
+                    .with_for_update(of=DELIVERIES)
+                ):
+                    if row.claim_token != tickets[row.id][0]:
+                        continue
+                    if row.webhook_id in exclude_webhooks or _host(row.target_url) in (
+                        exclude_hosts
+                    ):
+                        later.add(row.id)
+                    else:
+                        standing.append(row.id)
+            rows: list[Any] = []
+            for part in in_parts(standing):
+                await session.execute(
+                    update(DELIVERIES)
+                    .where(_d.id.in_(part))
+                    .values(lease_until=until, claim_token=token, updated_at=now)
+                )
+                rows += (
+                    (
+                        await session.execute(
+                            select(*CLAIMED_COLUMNS)
+                            .select_from(
+                                DELIVERIES.join(EVENTS, _e.id == _d.event_id).outerjoin(
+                                    WEBHOOKS, _w.id == _d.webhook_id
+                                )
+                            )
+                            .where(_d.id.in_(part))
+                            .order_by(_d.next_attempt_at, _d.id)
+                        )
+                    )
+                    .mappings()
+                    .all()
+                )
+            await session.commit()
+        for row in rows:
+            claimed[row["delivery_id"]] = claimed_delivery(
+                row, token=token, lease_until=until, secret_store=secret_store, now=now
+            )
+        return claimed, later
+
+    async def _acknowledge(self, claims: Sequence[ClaimedDelivery]) -> None:
+        for c in claims:
+            message = self._messages.pop((c.delivery_id, c.claim_token), None)
+            if message is not None:
+                try:
+                    await message.ack()
+                except Exception as exc:  # redelivered later, it claims nothing
+                    log.warning("nats_ack_failed", deliveryId=c.delivery_id, error=str(exc))
+
+    async def record(self, outcomes: Sequence[Outcome]) -> None:
+        await self.rows.record(outcomes)
+        await self._acknowledge([o.claimed for o in outcomes])
+
+    async def release(
+        self, claims: Sequence[ClaimedDelivery], *, due_at: datetime, lease: timedelta
+    ) -> list[ClaimedDelivery]:
+        cancelled = await self.rows.release(claims, due_at=due_at, lease=lease)
+        await self._acknowledge(claims)
+        return cancelled
