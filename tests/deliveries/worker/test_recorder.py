@@ -84,6 +84,9 @@ class FlakyQueue:
     async def release(self, claims: Any, **_: Any) -> list[ClaimedDelivery]:
         return []
 
+    async def close(self) -> None:
+        pass
+
 
 @pytest.fixture
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:

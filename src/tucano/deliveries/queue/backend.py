@@ -107,6 +107,10 @@ class QueueBackend(Protocol):
         recorded since: the deletion left their last record to their holder."""
         ...
 
+    async def close(self) -> None:
+        """Let go of what the back end holds beside the database (its connections)."""
+        ...
+
 
 def retries_share(limit: int) -> int:
     """How many of a claim of `limit` may be retries."""

@@ -102,6 +102,9 @@ class SqlQueue:
     def __init__(self, database: Database) -> None:
         self.database = database
 
+    async def close(self) -> None:
+        """Nothing beside the database, whose pool is the caller's."""
+
     async def claim(
         self,
         *,

@@ -163,6 +163,7 @@ class DeliveryWorker:
             with contextlib.suppress(asyncio.CancelledError):
                 await listener
             await self.senders.sender.close()
+            await self.queue.close()
             log.info("delivery_worker_stopped")
 
     async def _wake_claim_loop_when_set(self, event: asyncio.Event) -> None:

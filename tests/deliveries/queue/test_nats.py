@@ -1,0 +1,166 @@
+"""The queue on NATS JetStream beyond the contract suite: end to end with TUCANO_QUEUE=nats (a
+service and its worker, real receivers, a cluster of three), and the relay's crash."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import pytest
+from standardwebhooks.webhooks import Webhook as StandardWebhook
+
+from tests.conftest import migrated_database
+from tests.support.deliveries import publish, register, results_for
+from tests.support.nats_cluster import NatsCluster
+from tests.support.queue import add_webhook, claim, count
+from tests.support.queue import publish as publish_in_database
+from tests.support.receivers import Receiver, failing_then_ok
+from tests.support.service import Merchant, RunningService, new_customer_id, start_service
+from tests.support.settings import DELIVERY_SETTINGS, POSTGRES_URL, make_settings
+from tucano.auth.tokens import Scope
+from tucano.core.clock import clock
+from tucano.db.database import Database
+from tucano.deliveries.models import Delivery
+from tucano.deliveries.queue import NatsQueue, queue_for
+from tucano.deliveries.queue.nats import CONSUMER, STREAM, servers_of
+from tucano.deliveries.queue.relay import PUBLISHED_LEASE, Relay
+
+pytestmark = pytest.mark.skipif(not POSTGRES_URL, reason="TUCANO_TEST_DATABASE_URL not set")
+
+
+@pytest.fixture(scope="module")
+async def nats_service(
+    nats_cluster: NatsCluster, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[RunningService]:
+    """The service with its worker on a database of its own, its queue on the cluster."""
+    async with migrated_database("postgresql", tmp_path_factory.mktemp("db")) as database:
+        settings = make_settings(
+            database.url, **DELIVERY_SETTINGS, queue="nats", nats_url=nats_cluster.url
+        )
+        running = await start_service(settings, database, background=True)
+        yield running
+        await running.stop()
+
+
+async def test_with_tucano_queue_nats_each_event_arrives_signed_once_through_the_stream(
+    nats_service: RunningService, nats_cluster: NatsCluster
+) -> None:
+    receiver = await Receiver().start()
+    try:
+        merchant = await nats_service.merchant()
+        publisher = await nats_service.merchant(scopes=[Scope.EVENTS_PUBLISH])
+        one = await register(merchant, receiver, "/one")
+        other = await register(merchant, receiver, "/other")
+        events = [(await publish(publisher, merchant.customer_id))["eventId"] for _ in range(5)]
+
+        for webhook, path in ((one, "/one"), (other, "/other")):
+            arrived = await receiver.wait_for(path, 5)
+            for request in arrived:
+                StandardWebhook(webhook["secret"]).verify(request.body, request.headers)
+            assert sorted(r.headers["webhook-id"] for r in arrived) == sorted(events)
+        await asyncio.sleep(0.5)  # nothing more comes: each arrived once
+        assert len(receiver.at("/one")) == len(receiver.at("/other")) == 5
+    finally:
+        await receiver.stop()
+    # They came by the stream: its consumer handed out (at least) the ten deliveries.
+    client = await nats.connect(servers=servers_of(nats_cluster.url))
+    try:
+        consumer = await client.jetstream().consumer_info(STREAM, CONSUMER)
+    finally:
+        await client.close()
+    assert consumer.delivered.stream_seq >= 10
+    assert consumer.num_pending == 0 and consumer.num_ack_pending == 0
+
+
+async def test_with_tucano_queue_nats_a_retry_after_a_500_keeps_the_schedule(
+    nats_service: RunningService,
+) -> None:
+    receiver = await Receiver().start()
+    try:
+        receiver.behaviours["/flaky"] = failing_then_ok(1, status=500)
+        merchant: Merchant = await nats_service.merchant()
+        publisher = await nats_service.merchant(scopes=[Scope.EVENTS_PUBLISH])
+        webhook = await register(merchant, receiver, "/flaky")
+        await publish(publisher, merchant.customer_id)
+
+        requests = await receiver.wait_for("/flaky", 2)
+        (gap,) = [b.at - a.at for a, b in itertools.pairwise(requests)]
+        assert 0.25 <= gap < 1.5  # the schedule's 300 ms +- 10% jitter, plus the relay's turn
+        records = await results_for(merchant, 2, webhookId=webhook["webhookId"])
+        assert [(r["attempt"], r["status"]) for r in records] == [
+            (2, "SUCCESS"),
+            (1, "PENDING_RETRY"),
+        ]
+        await asyncio.sleep(0.5)
+        assert len(receiver.at("/flaky")) == 2
+    finally:
+        await receiver.stop()
+
+
+@pytest.fixture
+async def nats_queue(nats_cluster: NatsCluster, tmp_path: Path) -> AsyncIterator[NatsQueue]:
+    name = uuid.uuid4().hex[:12]
+    async with migrated_database("postgresql", tmp_path) as database:
+        queue = NatsQueue(
+            database,
+            servers_of(nats_cluster.url),
+            stream=f"T{name}",
+            subject_prefix=f"t{name}",
+        )
+        yield queue
+        await queue.close()
+
+
+class RelayCrashed(Exception):
+    pass
+
+
+async def test_a_relay_that_dies_before_publishing_loses_nothing(nats_queue: NatsQueue) -> None:
+    database = nats_queue.database
+    customer = new_customer_id()
+    await add_webhook(database, customer)
+    await publish_in_database(database, customer)
+
+    async def dies(subject: str, data: bytes, message_id: str) -> None:
+        raise RelayCrashed
+
+    crashing = Relay(database, dies, subject_prefix=nats_queue.subject_prefix)
+    with clock.freeze() as frozen:
+        with pytest.raises(RelayCrashed):
+            await crashing.relay_due(100)
+        # Marked, not announced: under the dead relay's mark, nobody takes it yet.
+        assert await claim(nats_queue, customer) == []
+        frozen.advance(PUBLISHED_LEASE)
+        # The mark runs out: the next relay (here, a claim's) announces it again.
+        (claimed,) = await claim(nats_queue, customer)
+        assert claimed.attempt == 1
+        assert await claim(nats_queue, customer) == []
+
+
+async def test_a_delivery_announced_twice_is_claimed_once(nats_queue: NatsQueue) -> None:
+    """A relay that published, then died before anyone claimed (or whose message waited past
+    its mark): announced again under a new mark, and the first message claims nothing."""
+    database = nats_queue.database
+    customer = new_customer_id()
+    await add_webhook(database, customer)
+    await publish_in_database(database, customer)
+    with clock.freeze() as frozen:
+        assert await nats_queue.relay.relay_due(100) == 1
+        frozen.advance(PUBLISHED_LEASE)
+        assert await nats_queue.relay.relay_due(100) == 1  # two messages now
+        claims = await claim(nats_queue, customer)
+        claims += await claim(nats_queue, customer)
+    assert len(claims) == 1
+    assert await count(database, Delivery, customer) == 1
+
+
+def test_tucano_queue_nats_picks_the_nats_back_end(nats_cluster: NatsCluster) -> None:
+    settings = make_settings(POSTGRES_URL, queue="nats", nats_url=nats_cluster.url)
+    queue = queue_for(Database(POSTGRES_URL), settings)
+    assert isinstance(queue, NatsQueue)
+    assert queue.servers == servers_of(nats_cluster.url) and len(queue.servers) == 3
+    assert not isinstance(queue_for(Database(POSTGRES_URL), make_settings(POSTGRES_URL)), NatsQueue)
