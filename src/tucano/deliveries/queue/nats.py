@@ -41,8 +41,9 @@ STREAM = "TUCANO_DELIVERIES"
 SUBJECT_PREFIX = "tucano.deliveries"
 CONSUMER = "workers"
 REPLICAS = 3
-# How long a pull waits when nothing is on the stream: the claim loop polls and is woken anyway.
-FETCH_SECONDS = 0.05
+# How long a pull waits when nothing is on the stream (what arrives later waits in the client
+# for the next pull); what this claim's relay published is there at once.
+FETCH_SECONDS = 0.25
 # A message for a host or webhook the worker has no room for comes back this much later.
 LEFT_FOR_LATER_SECONDS = 1.0
 # A message unacknowledged this long is handed out again (and then claims nothing unless its
@@ -143,7 +144,7 @@ class NatsQueue:
         relayed = await self.relay.relay_due(limit)
         try:
             messages = await pull.fetch(limit, timeout=FETCH_SECONDS)
-        except nats.errors.TimeoutError:
+        except TimeoutError:  # nothing on the stream (asyncio's, or nats-py's subclass of it)
             messages = []
         tickets: dict[int, tuple[str, Msg]] = {}
         for message in messages:
