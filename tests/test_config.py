@@ -461,3 +461,19 @@ def test_production_frames_the_portal_only_in_https_pages(monkeypatch: pytest.Mo
         load_settings()
     monkeypatch.setenv("TUCANO_PORTAL_FRAME_ANCESTORS", "http://localhost:3000")
     assert load_settings().portal_frame_ancestors == "http://localhost:3000"
+
+
+def test_the_queue_is_the_database_unless_nats_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert load_settings().queue == "database"
+    monkeypatch.setenv("TUCANO_QUEUE", "nats")
+    monkeypatch.setenv("TUCANO_NATS_URL", "nats://10.0.0.1:4222,nats://10.0.0.2:4222")
+    settings = load_settings()
+    assert (settings.queue, settings.nats_url) == (
+        "nats",
+        "nats://10.0.0.1:4222,nats://10.0.0.2:4222",
+    )
+    monkeypatch.setenv("TUCANO_QUEUE", "redis")
+    with pytest.raises(ConfigurationError, match="TUCANO_QUEUE"):
+        load_settings()

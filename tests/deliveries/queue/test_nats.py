@@ -14,18 +14,24 @@ import pytest
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
 from tests.conftest import migrated_database
-from tests.support.deliveries import publish, register, results_for
+from tests.support.deliveries import eventually, publish, register, results_for
 from tests.support.nats_cluster import NatsCluster
-from tests.support.queue import add_webhook, claim, count
+from tests.support.queue import LEASE, add_webhook, claim, count
 from tests.support.queue import publish as publish_in_database
 from tests.support.receivers import Receiver, failing_then_ok
 from tests.support.service import Merchant, RunningService, new_customer_id, start_service
-from tests.support.settings import DELIVERY_SETTINGS, POSTGRES_URL, make_settings
+from tests.support.settings import (
+    DELIVERY_SETTINGS,
+    POSTGRES_URL,
+    TEST_SECRET_STORE,
+    make_settings,
+)
 from tucano.auth.tokens import Scope
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.deliveries.models import Delivery
 from tucano.deliveries.queue import NatsQueue, queue_for
+from tucano.deliveries.queue.backend import ClaimedDelivery
 from tucano.deliveries.queue.nats import CONSUMER, STREAM, servers_of
 from tucano.deliveries.queue.relay import PUBLISHED_LEASE, Relay
 
@@ -164,3 +170,28 @@ def test_tucano_queue_nats_picks_the_nats_back_end(nats_cluster: NatsCluster) ->
     assert isinstance(queue, NatsQueue)
     assert queue.servers == servers_of(nats_cluster.url) and len(queue.servers) == 3
     assert not isinstance(queue_for(Database(POSTGRES_URL), make_settings(POSTGRES_URL)), NatsQueue)
+
+
+async def test_a_host_the_worker_has_no_room_for_is_left_on_the_stream_for_later(
+    nats_queue: NatsQueue,
+) -> None:
+    database = nats_queue.database
+    customer = new_customer_id()
+    await add_webhook(database, customer)
+    await publish_in_database(database, customer)
+    full = await nats_queue.claim(
+        secret_store=TEST_SECRET_STORE,
+        limit=10,
+        lease=LEASE,
+        exclude_hosts=["https://hooks.example.com"],
+    )
+    assert full.deliveries == []
+    # Not claimed meanwhile: it comes back from the stream, for a worker with room.
+    held: list[ClaimedDelivery] = []
+
+    async def claimed() -> bool:
+        held.extend(await claim(nats_queue, customer))
+        return bool(held)
+
+    await eventually(claimed, timeout=10, what="the left-out delivery coming back")
+    assert len(held) == 1 and held[0].attempt == 1
