@@ -91,29 +91,38 @@ class NatsQueue:
     async def _connected(self) -> JetStreamContext.PullSubscription:
         async with self._connecting:
             if self._pull is None:
-                self._client = await nats.connect(servers=self.servers, name="tucano-worker")
-                self._js = self._client.jetstream()
+                client = await nats.connect(servers=self.servers, name="tucano-worker")
                 try:
-                    await self._js.stream_info(self.stream)
-                except NotFoundError:
-                    await self._js.add_stream(
-                        name=self.stream,
-                        subjects=[f"{self.subject_prefix}.*"],
-                        num_replicas=self.replicas,
-                        storage=api.StorageType.FILE,
-                        retention=api.RetentionPolicy.WORK_QUEUE,
-                    )
-                self._pull = await self._js.pull_subscribe(
-                    f"{self.subject_prefix}.*",
-                    durable=CONSUMER,
-                    stream=self.stream,
-                    config=api.ConsumerConfig(
-                        ack_policy=api.AckPolicy.EXPLICIT,
-                        ack_wait=ACK_WAIT_SECONDS,
-                        max_ack_pending=-1,
-                    ),
-                )
+                    self._js, self._pull = await self._subscribed(client.jetstream())
+                except BaseException:
+                    await client.close()  # the next claim connects afresh
+                    raise
+                self._client = client
             return self._pull
+
+    async def _subscribed(
+        self, js: JetStreamContext
+    ) -> tuple[JetStreamContext, JetStreamContext.PullSubscription]:
+        """The stream (made if missing) and this queue's pull on its durable consumer."""
+        try:
+            await js.stream_info(self.stream)
+        except NotFoundError:
+            await js.add_stream(
+                name=self.stream,
+                subjects=[f"{self.subject_prefix}.*"],
+                num_replicas=self.replicas,
+                storage=api.StorageType.FILE,
+                retention=api.RetentionPolicy.WORK_QUEUE,
+            )
+        pull = await js.pull_subscribe(
+            f"{self.subject_prefix}.*",
+            durable=CONSUMER,
+            stream=self.stream,
+            config=api.ConsumerConfig(
+                ack_policy=api.AckPolicy.EXPLICIT, ack_wait=ACK_WAIT_SECONDS, max_ack_pending=-1
+            ),
+        )
+        return js, pull
 
     async def _publish(self, subject: str, data: bytes, message_id: str) -> None:
         await self._connected()
@@ -125,7 +134,10 @@ class NatsQueue:
     async def close(self) -> None:
         if self._client is not None:
             # Closed, not drained: a held message left unacknowledged claims nothing later.
-            await self._client.flush()
+            try:
+                await self._client.flush(timeout=2)
+            except Exception as exc:  # the acknowledgements lost are redelivered, and dropped
+                log.warning("nats_flush_failed", error=str(exc))
             await self._client.close()
             self._client = self._js = self._pull = None
 
