@@ -462,3 +462,18 @@ async def test_a_form_without_the_key_its_page_gave_is_refused(service: RunningS
     assert keyless.status_code == made_up.status_code == 400
     assert "Não foi possível atender o pedido" in keyless.text
     assert (await listing(merchant))["content"] == []
+
+
+async def test_a_long_list_is_paged_keeping_its_filters(service: RunningService) -> None:
+    merchant = await service.merchant()
+    for _ in range(21):
+        await create(merchant, userReference="paged")
+    async with open_portal(merchant, language="en") as client:
+        first = unescape((await client.get(LIST, params={"userReference": "paged"})).text)
+        nexts = re.findall(r'<a href="([^"]+)">Next page</a>', first)
+        assert "Page 1 of 2" in first and "Previous page" not in first
+        assert len(nexts) == 1 and "userReference=paged" in nexts[0] and "page=1" in nexts[0]
+        second = unescape((await client.get(nexts[0])).text)
+    assert "Page 2 of 2" in second and "Next page" not in second
+    assert re.search(r'<a href="[^"]*page=0[^"]*">Previous page</a>', second)
+    assert len(re.findall(r'href="/portal/payment-links/[0-9a-f-]{36}"', second)) == 1
