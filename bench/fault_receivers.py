@@ -8,8 +8,9 @@ remember each arrival by webhook-id, and misbehaving ones:
 
 The healthy ones run in a process of their own, apart from the misbehaving ones, so that the
 100 MB being written does not delay the healthy ones' answers or the times they record.
-`GET /_arrivals` on a healthy port hands over the healthy arrivals (and clears them), and
-`GET /_counts` on the huge port how many requests each misbehaving kind has been sent.
+`GET /_arrivals` on a healthy port hands over the healthy arrivals (and clears them),
+`GET /_counts` on the huge port how many requests each misbehaving kind has been sent, and
+`GET /_most_open` there the most connections each raw kind (hang, reset, slow) held open at once.
 
     python -m bench.fault_receivers healthy 2    # prints {"healthy": [ports]}
     python -m bench.fault_receivers misbehaving  # prints {"huge": port, "hang": port, ...}
@@ -41,6 +42,9 @@ MISBEHAVING = ("hang", "reset", "slow", "huge")
 # (webhook-id, arrival time, port) of each healthy delivery.
 arrivals: list[tuple[str, float, int]] = []
 counts: collections.Counter[str] = collections.Counter()
+# Connections open now and at most at once, by kind (a worker's per-host cap bounds them).
+open_now: collections.Counter[str] = collections.Counter()
+most_open: collections.Counter[str] = collections.Counter()
 
 
 async def healthy(request: web.Request) -> web.Response:
@@ -72,6 +76,10 @@ async def tell_counts(_request: web.Request) -> web.Response:
     return web.json_response(dict(counts))
 
 
+async def tell_most_open(_request: web.Request) -> web.Response:
+    return web.json_response(dict(most_open))
+
+
 async def read_request(reader: asyncio.StreamReader) -> bool:
     """One HTTP request, headers and body (by content-length); False once the client is gone."""
     try:
@@ -94,6 +102,8 @@ def raw_handler(
     kind: str,
 ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        open_now[kind] += 1
+        most_open[kind] = max(most_open[kind], open_now[kind])
         try:
             if not await read_request(reader):
                 return
@@ -114,6 +124,7 @@ def raw_handler(
         except ConnectionError:
             pass
         finally:
+            open_now[kind] -= 1
             writer.close()
 
     return handle
@@ -123,6 +134,7 @@ async def serve(role: str, healthy_count: int) -> None:
     app = web.Application()
     app.router.add_get("/_arrivals", hand_over)
     app.router.add_get("/_counts", tell_counts)
+    app.router.add_get("/_most_open", tell_most_open)
     app.router.add_post("/huge/{tail:.*}", huge)
     app.router.add_post("/{tail:.*}", healthy)
     runner = web.AppRunner(app, access_log=None)
@@ -178,6 +190,10 @@ class FaultReceivers:
 
     async def counts(self, http: aiohttp.ClientSession) -> dict[str, int]:
         async with http.get(f"http://127.0.0.1:{self.ports['huge']}/_counts") as response:
+            return {str(k): int(v) for k, v in (await response.json()).items()}
+
+    async def most_open(self, http: aiohttp.ClientSession) -> dict[str, int]:
+        async with http.get(f"http://127.0.0.1:{self.ports['huge']}/_most_open") as response:
             return {str(k): int(v) for k, v in (await response.json()).items()}
 
     def stop(self) -> None:

@@ -1,9 +1,11 @@
-"""Faults: a worker killed, PostgreSQL stopped under load, receivers that misbehave; one table,
-exit status 1 on any loss or any expectation not met.
+"""Faults: a worker killed, PostgreSQL stopped under load, receivers that misbehave, and the
+same on the queue on NATS JetStream; one table, exit status 1 on any loss or any expectation
+not met.
 
     TUCANO_BENCH_DATABASE_URL=postgresql+asyncpg://postgres@127.0.0.1:5432/test_faults \\
-        .venv/bin/python -m bench.faults                 # every case, a few minutes
+        .venv/bin/python -m bench.faults                 # every case, several minutes
     .venv/bin/python -m bench.faults --case sigkill --database sqlite
+    .venv/bin/python -m bench.faults --case nats-worker,nats-relay,nats-server,nats-hanging
 
 Cases (real `tucano serve` / `tucano worker` processes on a fresh database, bench/deployment.py;
 receivers in a process of their own, bench/fault_receivers.py):
@@ -26,6 +28,22 @@ receivers in a process of their own, bench/fault_receivers.py):
   The healthy deliveries' p99 beside them must stay within 500 ms of the run alone (a target
   held up behind a misbehaving one would wait a second or more), none lost, and the worker's
   RSS must not grow by 50 MiB (it keeps 1 KiB of an answer).
+
+On the queue on NATS (TUCANO_QUEUE=nats; PostgreSQL and /usr/sbin/nats-server needed, the cases
+are skipped with a line saying so without the latter), each on a fresh cluster of three and 2
+`tucano worker` processes (bench/queue_faults.py, bench/queue_hanging.py):
+
+- nats-worker: as sigkill, a worker that is not the relay's leader killed, a new one started,
+  and a quarter of the events published after the kill. 0 lost; duplicates and the time until
+  the last delivery arrived reported beside what the rest takes at the rate before the kill.
+- nats-relay: the same, the process whose relay leads killed (the one named by the connection
+  `tucano-relay <pid>` in pg_stat_activity); a new relay must lead within a minute (reported,
+  with the time until the next arrival).
+- nats-server: the server leading the deliveries' stream killed, the load going on, and started
+  again `--down-seconds` later. 0 lost.
+- nats-hanging: as receivers, with the hanging receiver only, beside 2 healthy ones: their p99
+  within 500 ms of the run alone, none lost, and no worker process with more connections open to
+  the hanging host than TUCANO_DELIVERY_CONCURRENCY_PER_TARGET (8 here).
 """
 
 from __future__ import annotations
@@ -39,9 +57,20 @@ from collections.abc import Awaitable
 from bench.deliveries import run
 from bench.fault_cases import Outcome, bad_receivers, worker_sigkill
 from bench.fault_outage import postgres_outage
+from bench.queue_faults import nats_fault, nats_missing
+from bench.queue_hanging import nats_hanging
 from bench.served import postgres_url
 
-CASES = ("sigkill", "outage", "receivers")
+CASES = (
+    "sigkill",
+    "outage",
+    "receivers",
+    "nats-worker",
+    "nats-relay",
+    "nats-server",
+    "nats-hanging",
+)
+NATS_CASES = tuple(c for c in CASES if c.startswith("nats-"))
 
 
 def table(outcomes: list[Outcome]) -> str:
@@ -63,8 +92,11 @@ def table(outcomes: list[Outcome]) -> str:
 
 async def main_async(args: argparse.Namespace) -> list[Outcome]:
     databases = ["postgresql", "sqlite"] if args.database == "both" else [args.database]
-    # The outage case runs on a cluster of its own: only the others need a server named.
-    wanted = "postgresql" in databases and bool({"sigkill", "receivers"} & set(args.case))
+    # The outage case runs on a cluster of its own: only the others need a server named, the
+    # NATS ones whatever --database says (they run on PostgreSQL only).
+    wanted = ("postgresql" in databases and bool({"sigkill", "receivers"} & set(args.case))) or (
+        bool(set(NATS_CASES) & set(args.case))
+    )
     pg_url = postgres_url() if wanted else None
     outcomes: list[Outcome] = []
 
@@ -97,6 +129,20 @@ async def main_async(args: argparse.Namespace) -> list[Outcome]:
         await attempt(
             "bad receivers", database, bad_receivers(pg_url, args.seconds, args.event_rate)
         )
+    for case in (c for c in NATS_CASES if c in args.case):
+        assert pg_url is not None
+        missing = nats_missing()
+        if missing:
+            print(f"skipping {case}: {missing}", file=sys.stderr, flush=True)
+            skipped = Outcome(case, "postgresql, NATS x3")
+            skipped.report("skipped", missing)
+            outcomes.append(skipped)
+        elif case == "nats-hanging":
+            await attempt(case, "NATS", nats_hanging(pg_url, args.seconds, args.event_rate))
+        else:
+            kind = case.removeprefix("nats-")
+            step = nats_fault(kind, pg_url, args.deliveries, args.kill_at, args.down_seconds)
+            await attempt(case, "NATS", step)
     return outcomes
 
 
@@ -106,12 +152,20 @@ def main() -> None:
         "--case", type=lambda s: s.split(","), default=list(CASES), help=",".join(CASES)
     )
     parser.add_argument("--database", choices=("both", "postgresql", "sqlite"), default="both")
-    parser.add_argument("--deliveries", type=int, default=10_000, help="sigkill: deliveries due")
-    parser.add_argument("--kill-at", type=float, default=0.3, help="sigkill: share arrived")
-    parser.add_argument("--down-seconds", type=float, default=10, help="outage: cluster down")
+    parser.add_argument(
+        "--deliveries", type=int, default=10_000, help="sigkill, nats-*: deliveries due"
+    )
+    parser.add_argument("--kill-at", type=float, default=0.3, help="sigkill, nats-*: share arrived")
+    parser.add_argument(
+        "--down-seconds", type=float, default=10, help="outage, nats-server: seconds down"
+    )
     parser.add_argument("--rate", type=float, default=60, help="outage: API requests a second")
-    parser.add_argument("--seconds", type=float, default=20, help="receivers: each paced run")
-    parser.add_argument("--event-rate", type=float, default=20, help="receivers: events a second")
+    parser.add_argument(
+        "--seconds", type=float, default=20, help="receivers, nats-hanging: each paced run"
+    )
+    parser.add_argument(
+        "--event-rate", type=float, default=20, help="receivers, nats-hanging: events a second"
+    )
     args = parser.parse_args()
     unknown = set(args.case) - set(CASES)
     if unknown:

@@ -1,0 +1,221 @@
+"""The cases of bench/faults.py on the queue on NATS JetStream (TUCANO_QUEUE=nats, issue 40):
+a worker, the relay's leader, or one NATS server of three killed with SIGKILL mid-load. The
+hanging receiver beside healthy ones on NATS is bench/queue_hanging.py.
+
+Each case runs on a fresh cluster of three servers (tests/support/nats_cluster.py, in a
+temporary directory) and a scratch PostgreSQL database: `tucano serve --no-worker` and 2
+`tucano worker` processes. Deliveries are due (events published through the batch endpoint, 500
+a request, fanned out to 4 webhooks); once `kill_at` of them arrived, the fault; then a quarter
+more events are published, which only what survives the fault can relay. Every delivery must
+arrive (by webhook-id and receiver); duplicates (at least once) are counted and reported, and so
+is the time from the kill until the last delivery arrived, beside the time the same remainder
+would take at the rate before the kill (the ceiling the recovery is measured against).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiohttp
+import nats
+from tests.support.nats_cluster import NATS_SERVER, NatsCluster, started_cluster
+
+from bench.deployment import Deployment, deployed
+from bench.fault_cases import KILL_SETTINGS, Outcome, Tally, publish_batches
+from bench.fault_receivers import FaultReceivers
+from tucano.db.engines import connect_asyncpg
+from tucano.deliveries.queue.nats import STREAM, servers_of
+from tucano.deliveries.queue.relay import PUBLISHED_LEASE
+
+DATABASE = "postgresql, NATS x3"
+WORKERS = 2
+RECEIVERS = 4
+# A quarter of the events is published after the fault: their deliveries are relayed by
+# whatever survives it, not by what was already on the stream.
+PUBLISHED_AFTER = 0.25
+# What the killed process had sent but not recorded comes again once its lease (10 s) runs
+# out: the duplicates are counted after no arrival for this long.
+QUIET_SECONDS = 15.0
+# A delivery marked by a relay that died before publishing it waits out the mark
+# (PUBLISHED_LEASE); the case waits that long and more before calling the rest lost.
+DRAIN_WITHIN_SECONDS = PUBLISHED_LEASE.total_seconds() + 120
+# How often the relay's leader is looked for after a kill, and for how long.
+LEADER_POLL_SECONDS = 0.05
+LEADER_WITHIN_SECONDS = 60.0
+# Past any lease (10 s) and the first retries: a delivery this late waited out a relay's mark.
+LATE_SECONDS = 60.0
+
+
+def nats_missing() -> str | None:
+    """Why the NATS cases cannot run here, or None."""
+    if shutil.which(NATS_SERVER) is None:
+        return f"{NATS_SERVER} is not installed"
+    return None
+
+
+@asynccontextmanager
+async def nats_deployed(
+    pg_url: str, **settings: str
+) -> AsyncIterator[tuple[NatsCluster, Deployment]]:
+    """A fresh cluster of three in a temporary directory and a deployment queueing on it
+    (`tucano serve --no-worker`; workers started by the caller)."""
+    root = Path(tempfile.mkdtemp(prefix="tucano_nats_"))
+    try:
+        with started_cluster(root, name="tucano-bench") as cluster:
+            async with deployed(
+                pg_url,
+                servers=1,
+                with_worker=False,
+                queue="nats",
+                nats_url=cluster.url,
+                **{**KILL_SETTINGS, **settings},
+            ) as deployment:
+                yield cluster, deployment
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def relay_leader(database_url: str) -> int | None:
+    """The OS pid of the process whose relay leads on this database: its lock's connection is
+    named `tucano-relay <pid>`."""
+    connection = await connect_asyncpg(database_url)
+    try:
+        names = await connection.fetch(
+            "SELECT application_name FROM pg_stat_activity"
+            " WHERE application_name LIKE 'tucano-relay %' AND datname = current_database()"
+        )
+    finally:
+        await connection.close()
+    pids = [int(row["application_name"].split()[-1]) for row in names]
+    return pids[0] if len(pids) == 1 else None
+
+
+async def new_relay_leader(database_url: str, killed: int) -> float | None:
+    """Seconds until a relay other than the killed one leads (None: none within the limit)."""
+    started = time.monotonic()
+    while time.monotonic() - started < LEADER_WITHIN_SECONDS:
+        leader = await relay_leader(database_url)
+        if leader is not None and leader != killed:
+            return time.monotonic() - started
+        await asyncio.sleep(LEADER_POLL_SECONDS)
+    return None
+
+
+async def stream_leader(cluster: NatsCluster) -> int:
+    """The index of the server leading the deliveries' stream (servers are named n0, n1, n2)."""
+    client = await nats.connect(servers=servers_of(cluster.url))
+    try:
+        info = await client.jetstream().stream_info(STREAM)
+    finally:
+        await client.close()
+    leader = info.cluster.leader if info.cluster else None
+    if not leader:
+        raise RuntimeError(f"the stream {STREAM} has no leader")
+    return int(leader.removeprefix("n"))
+
+
+def sigkill(deployment: Deployment, pid: int) -> None:
+    """SIGKILL the worker process `pid`, and forget it."""
+    for worker in deployment.workers:
+        if worker.process.pid == pid:
+            worker.process.send_signal(signal.SIGKILL)
+            worker.process.wait()
+            deployment.workers.remove(worker)
+            return
+    raise RuntimeError(f"no worker process has pid {pid}")
+
+
+async def nats_fault(
+    kind: str, pg_url: str, deliveries: int, kill_at: float, down: float
+) -> Outcome:
+    """`kind` (worker, relay, server) killed once `kill_at` of the deliveries arrived; a new
+    worker started at once (worker, relay), or the server started again `down` seconds later."""
+    outcome = Outcome(f"NATS {kind} SIGKILL", DATABASE)
+    events = -(-deliveries // RECEIVERS)
+    later = int(events * PUBLISHED_AFTER)
+    expected = events * RECEIVERS
+    receivers = FaultReceivers(RECEIVERS)
+    tally = Tally(receivers)
+    found_leader: asyncio.Task[float | None] | None = None
+    try:
+        async with nats_deployed(pg_url) as (cluster, deployment), aiohttp.ClientSession() as http:
+            await deployment.register(http, receivers.healthy_urls())
+            await publish_batches(deployment, http, events - later)
+            await asyncio.to_thread(deployment.start_workers, WORKERS)
+            await tally.until(http, int(expected * kill_at), within=120)
+            first_arrival = min(tally.first.values())
+            leader = await relay_leader(deployment.database_url)
+            if kind == "worker":
+                # Not the relay's leader, which is the other case.
+                pid = next(w.process.pid for w in deployment.workers if w.process.pid != leader)
+                killed_at = time.time()
+                sigkill(deployment, pid)
+                what = f"worker pid {pid} (not the relay's leader, {leader})"
+            elif kind == "relay":
+                if leader is None:
+                    raise RuntimeError("no relay leads: no 'tucano-relay <pid>' connection")
+                killed_at = time.time()
+                sigkill(deployment, leader)
+                found_leader = asyncio.create_task(
+                    new_relay_leader(deployment.database_url, leader)
+                )
+                what = f"relay's leader, worker pid {leader}"
+            else:
+                index = await stream_leader(cluster)
+                killed_at = time.time()
+                cluster.kill_server(index)
+                what = f"server n{index} of 3, the stream's leader"
+            arrived_before = len(tally.seen)
+            if kind != "server":
+                await asyncio.to_thread(deployment.start_workers, 1)
+            await publish_batches(deployment, http, later)
+            if kind == "server":
+                await tally.until(http, expected, within=down)
+                arrived_down = len(tally.seen) - arrived_before
+                cluster.restart_server(index)
+                outcome.report(
+                    f"arrived while n{index} was down", f"{arrived_down} in {down:.0f} s"
+                )
+            await tally.until(http, expected, within=DRAIN_WITHIN_SECONDS, quiet=QUIET_SECONDS)
+            leader_after = await found_leader if found_leader else None
+    finally:
+        receivers.stop()
+        if found_leader:
+            found_leader.cancel()
+    unique = len(tally.seen)
+    after = sorted(at for at in tally.first.values() if at >= killed_at)
+    rate = arrived_before / (killed_at - first_arrival)
+    outcome.report("deliveries due", f"{expected} ({events} events x {RECEIVERS} webhooks)")
+    outcome.report("published after the kill", f"{later * RECEIVERS} of them")
+    outcome.report("killed (SIGKILL)", what)
+    outcome.report(
+        "arrived when killed", f"{arrived_before} ({arrived_before / expected:.0%}), {rate:.0f}/s"
+    )
+    if kind == "relay":
+        outcome.expect(
+            "a new relay leads after",
+            "-" if leader_after is None else f"{leader_after * 1000:.0f} ms",
+            f"< {LEADER_WITHIN_SECONDS:.0f} s",
+            leader_after is not None,
+        )
+    outcome.report(
+        "next arrival after the kill", f"{(after[0] - killed_at) * 1000:.0f} ms" if after else "-"
+    )
+    remainder = (expected - arrived_before) / rate
+    outcome.report(
+        "all arrived after the kill",
+        f"{after[-1] - killed_at:.1f} s (at the rate before: {remainder:.1f} s)" if after else "-",
+    )
+    late = sum(1 for at in after if at - killed_at > LATE_SECONDS)
+    outcome.report(f"arrived > {LATE_SECONDS:.0f} s after the kill", late)
+    outcome.expect("arrived (unique webhook-id)", unique, f"= {expected}", unique == expected)
+    outcome.expect("lost", expected - unique, "0", unique == expected)
+    outcome.report("duplicates (at least once)", tally.duplicates())
+    return outcome
