@@ -1,14 +1,17 @@
 """Tucano as an operator runs it, for the benchmarks that need whole processes: `tucano serve`
 and `tucano worker` on a fresh database, receivers with a webhook each, access tokens for a
-merchant and for a publisher of events, and the resident memory of each process."""
+merchant and for a publisher of events, and the resident memory and open connections of each
+process."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
 import tempfile
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -23,6 +26,9 @@ from bench.served import access_token
 from tucano.core import json_codec
 
 CUSTOMER_ID = 4242
+# TCP states (/proc/net/tcp) of a connection still open on the client's side: established, or
+# closed by the other end only.
+OPEN_STATES = ("01", "08")
 
 
 def resident_kib(pid: int) -> int | None:
@@ -35,6 +41,36 @@ def resident_kib(pid: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+def socket_inodes(pid: int) -> set[str]:
+    """The inodes of the sockets process `pid` holds open (none once it is gone)."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:  # closed meanwhile
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    except OSError:
+        pass
+    return inodes
+
+
+def open_connections(pids: list[int], ports: set[int]) -> Counter[int]:
+    """How many TCP connections (IPv4) to any of `ports` each of `pids` holds open, by pid."""
+    owner = {inode: pid for pid in pids for inode in socket_inodes(pid)}
+    held: Counter[int] = Counter()
+    with open("/proc/net/tcp") as table:
+        next(table)  # the header
+        for line in table:
+            fields = line.split()
+            remote_port = int(fields[2].split(":")[1], 16)
+            if remote_port in ports and fields[3] in OPEN_STATES and fields[9] in owner:
+                held[owner[fields[9]]] += 1
+    return held
 
 
 def event_body() -> bytes:

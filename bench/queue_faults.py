@@ -21,13 +21,14 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import nats
 from tests.support.nats_cluster import NATS_SERVER, NatsCluster, started_cluster
 
-from bench.deployment import Deployment, deployed
+from bench.deployment import Deployment, deployed, open_connections
 from bench.fault_cases import KILL_SETTINGS, Outcome, Tally, publish_batches
 from bench.fault_receivers import FaultReceivers
 from tucano.db.engines import connect_asyncpg
@@ -49,6 +50,8 @@ DRAIN_WITHIN_SECONDS = PUBLISHED_LEASE.total_seconds() + 120
 # How often the relay's leader is looked for after a kill, and for how long.
 LEADER_POLL_SECONDS = 0.05
 LEADER_WITHIN_SECONDS = 60.0
+# How long a worker to be killed is given to open its first connection to the receivers.
+SENDING_WITHIN_SECONDS = 10.0
 # Past any lease (10 s) and the first retries: a delivery this late waited out a relay's mark.
 LATE_SECONDS = 60.0
 
@@ -121,6 +124,18 @@ async def stream_leader(cluster: NatsCluster) -> int:
     return int(leader.removeprefix("n"))
 
 
+async def sending_to(receivers: FaultReceivers, pid: int) -> int:
+    """The connections process `pid` holds open to the receivers, once it holds any (a worker
+    that has not started sending yet would be no fault to kill), or 0 after SENDING_WITHIN."""
+    ports = set(receivers.ports["healthy"])
+    deadline = time.monotonic() + SENDING_WITHIN_SECONDS
+    while True:
+        held = open_connections([pid], ports)[pid]
+        if held or time.monotonic() >= deadline:
+            return held
+        await asyncio.sleep(0.01)
+
+
 def sigkill(deployment: Deployment, pid: int) -> None:
     """SIGKILL the worker process `pid`, and forget it."""
     for worker in deployment.workers:
@@ -130,6 +145,42 @@ def sigkill(deployment: Deployment, pid: int) -> None:
             deployment.workers.remove(worker)
             return
     raise RuntimeError(f"no worker process has pid {pid}")
+
+
+@dataclass
+class Struck:
+    """What a fault killed, when (wall clock, as the receivers' times), and, for a worker, how
+    many connections it held open to the receivers then (it was sending)."""
+
+    what: str
+    at: float
+    sending: int | None = None
+    server: int | None = None  # the index of a server killed
+    pid: int | None = None  # of a process killed
+
+
+async def strike(
+    kind: str, cluster: NatsCluster, deployment: Deployment, receivers: FaultReceivers
+) -> Struck:
+    """SIGKILL a worker that is not the relay's leader, the relay's leader, or the server that
+    leads the deliveries' stream."""
+    leader = await relay_leader(deployment.database_url)
+    if kind == "server":
+        index = await stream_leader(cluster)
+        at = time.time()
+        cluster.kill_server(index)
+        return Struck(f"server n{index} of 3, the stream's leader", at, server=index)
+    if kind == "relay":
+        if leader is None:
+            raise RuntimeError("no relay leads: no 'tucano-relay <pid>' connection")
+        pid, what = leader, f"relay's leader, worker pid {leader}"
+    else:
+        pid = next(w.process.pid for w in deployment.workers if w.process.pid != leader)
+        what = f"worker pid {pid} (the relay's leader is {leader})"
+    sending = await sending_to(receivers, pid)
+    at = time.time()
+    sigkill(deployment, pid)
+    return Struck(what, at, sending=sending, pid=pid)
 
 
 async def nats_fault(
@@ -151,38 +202,19 @@ async def nats_fault(
             await asyncio.to_thread(deployment.start_workers, WORKERS)
             await tally.until(http, int(expected * kill_at), within=120)
             first_arrival = min(tally.first.values())
-            leader = await relay_leader(deployment.database_url)
-            if kind == "worker":
-                # Not the relay's leader, which is the other case.
-                pid = next(w.process.pid for w in deployment.workers if w.process.pid != leader)
-                killed_at = time.time()
-                sigkill(deployment, pid)
-                what = f"worker pid {pid} (not the relay's leader, {leader})"
-            elif kind == "relay":
-                if leader is None:
-                    raise RuntimeError("no relay leads: no 'tucano-relay <pid>' connection")
-                killed_at = time.time()
-                sigkill(deployment, leader)
-                found_leader = asyncio.create_task(
-                    new_relay_leader(deployment.database_url, leader)
-                )
-                what = f"relay's leader, worker pid {leader}"
-            else:
-                index = await stream_leader(cluster)
-                killed_at = time.time()
-                cluster.kill_server(index)
-                what = f"server n{index} of 3, the stream's leader"
+            struck = await strike(kind, cluster, deployment, receivers)
             arrived_before = len(tally.seen)
-            if kind != "server":
+            if kind == "relay" and struck.pid is not None:
+                found_leader = asyncio.create_task(
+                    new_relay_leader(deployment.database_url, struck.pid)
+                )
+            if struck.server is None:
                 await asyncio.to_thread(deployment.start_workers, 1)
             await publish_batches(deployment, http, later)
-            if kind == "server":
+            if struck.server is not None:
                 await tally.until(http, expected, within=down)
                 arrived_down = len(tally.seen) - arrived_before
-                cluster.restart_server(index)
-                outcome.report(
-                    f"arrived while n{index} was down", f"{arrived_down} in {down:.0f} s"
-                )
+                cluster.restart_server(struck.server)
             await tally.until(http, expected, within=DRAIN_WITHIN_SECONDS, quiet=QUIET_SECONDS)
             leader_after = await found_leader if found_leader else None
     finally:
@@ -190,14 +222,22 @@ async def nats_fault(
         if found_leader:
             found_leader.cancel()
     unique = len(tally.seen)
-    after = sorted(at for at in tally.first.values() if at >= killed_at)
-    rate = arrived_before / (killed_at - first_arrival)
+    after = sorted(at - struck.at for at in tally.first.values() if at >= struck.at)
+    rate = arrived_before / (struck.at - first_arrival)
     outcome.report("deliveries due", f"{expected} ({events} events x {RECEIVERS} webhooks)")
     outcome.report("published after the kill", f"{later * RECEIVERS} of them")
-    outcome.report("killed (SIGKILL)", what)
+    outcome.report("killed (SIGKILL)", struck.what)
+    if struck.sending is not None:
+        outcome.expect(
+            "its connections to receivers then", struck.sending, "> 0 (sending)", struck.sending > 0
+        )
     outcome.report(
         "arrived when killed", f"{arrived_before} ({arrived_before / expected:.0%}), {rate:.0f}/s"
     )
+    if struck.server is not None:
+        outcome.report(
+            f"arrived while n{struck.server} was down", f"{arrived_down} in {down:.0f} s"
+        )
     if kind == "relay":
         outcome.expect(
             "a new relay leads after",
@@ -205,15 +245,13 @@ async def nats_fault(
             f"< {LEADER_WITHIN_SECONDS:.0f} s",
             leader_after is not None,
         )
-    outcome.report(
-        "next arrival after the kill", f"{(after[0] - killed_at) * 1000:.0f} ms" if after else "-"
-    )
+    outcome.report("next arrival after the kill", f"{after[0] * 1000:.0f} ms" if after else "-")
     remainder = (expected - arrived_before) / rate
     outcome.report(
         "all arrived after the kill",
-        f"{after[-1] - killed_at:.1f} s (at the rate before: {remainder:.1f} s)" if after else "-",
+        f"{after[-1]:.1f} s (at the rate before: {remainder:.1f} s)" if after else "-",
     )
-    late = sum(1 for at in after if at - killed_at > LATE_SECONDS)
+    late = sum(1 for at in after if at > LATE_SECONDS)
     outcome.report(f"arrived > {LATE_SECONDS:.0f} s after the kill", late)
     outcome.expect("arrived (unique webhook-id)", unique, f"= {expected}", unique == expected)
     outcome.expect("lost", expected - unique, "0", unique == expected)

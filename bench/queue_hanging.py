@@ -10,11 +10,11 @@ hanging host (sampled from /proc), nor the hanging host more than that times the
 from __future__ import annotations
 
 import asyncio
-import os
 from collections import Counter
 
 import aiohttp
 
+from bench.deployment import open_connections
 from bench.fault_cases import Outcome, healthy_held_up, paced_deliveries
 from bench.fault_receivers import FaultReceivers
 from bench.queue_faults import DATABASE, WORKERS, nats_deployed
@@ -23,40 +23,6 @@ from bench.queue_faults import DATABASE, WORKERS, nats_deployed
 # is reached in each run and its bound is what is measured.
 PER_TARGET = 8
 SAMPLE_SECONDS = 0.05
-ESTABLISHED, CLOSE_WAIT = "01", "08"
-
-
-def socket_inodes(pid: int) -> set[str]:
-    """The inodes of the sockets process `pid` holds open."""
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:  # closed meanwhile
-                continue
-            if target.startswith("socket:["):
-                inodes.add(target[len("socket:[") : -1])
-    except OSError:  # the process is gone
-        pass
-    return inodes
-
-
-def connections_to(port: int, pids: list[int]) -> Counter[int]:
-    """How many open TCP connections to 127.0.0.1:`port` each of `pids` holds (IPv4)."""
-    owner = {inode: pid for pid in pids for inode in socket_inodes(pid)}
-    held: Counter[int] = Counter()
-    with open("/proc/net/tcp") as table:
-        next(table)
-        for line in table:
-            fields = line.split()
-            remote_port = int(fields[2].split(":")[1], 16)
-            # Open from the worker's side: established, or closed by the receiver only.
-            if remote_port == port and fields[3] in (ESTABLISHED, CLOSE_WAIT):
-                pid = owner.get(fields[9])
-                if pid is not None:
-                    held[pid] += 1
-    return held
 
 
 async def nats_hanging(pg_url: str, seconds: float, rate: float) -> Outcome:
@@ -85,7 +51,7 @@ async def nats_hanging(pg_url: str, seconds: float, rate: float) -> Outcome:
 
             async def sample() -> None:
                 while True:
-                    for pid, held in connections_to(hang_port, pids).items():
+                    for pid, held in open_connections(pids, {hang_port}).items():
                         most[pid] = max(most[pid], held)
                     await asyncio.sleep(SAMPLE_SECONDS)
 
