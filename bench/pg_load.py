@@ -38,7 +38,9 @@ TICKS = os.sysconf("SC_CLK_TCK")
 class Statement:
     query: str  # normalised by pg_stat_statements, on one line
     calls: int
-    rows: int
+    rows: int  # returned or written, over every call
+    blocks: int  # shared buffers hit or read, over every call
+    exec_ms: float  # time executing, over every call
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,8 @@ class LoadMeter:
         )
         total = await self._run(f"SELECT coalesce(sum(calls), 0) {of_service}", SERVICE_ROLE)
         rows = await self._run(
-            f"SELECT query, calls, rows {of_service} ORDER BY calls DESC LIMIT $2",
+            "SELECT query, calls, rows, shared_blks_hit + shared_blks_read AS blocks,"
+            f" total_exec_time {of_service} ORDER BY calls DESC LIMIT $2",
             SERVICE_ROLE,
             top,
         )
@@ -125,7 +128,16 @@ class LoadMeter:
             int(total[0][0]),
             wal,
             cpu - self.cpu,
-            [Statement(" ".join(r["query"].split()), r["calls"], r["rows"]) for r in rows],
+            [
+                Statement(
+                    " ".join(r["query"].split()),
+                    r["calls"],
+                    r["rows"],
+                    r["blocks"],
+                    r["total_exec_time"],
+                )
+                for r in rows
+            ],
         )
 
 

@@ -168,7 +168,7 @@ def cell(value: float | None, spec: str) -> str:
 def table(results: Results, ceilings: dict[str, float], bare: list[Row]) -> str:
     lines = [
         f"{'':<38} {'':>10} {'':>8} {'':>7} {'CPU us per delivery':^23}"
-        f" {'per delivery':^18} {'':>5}",
+        f" {'PG per delivery':^18} {'':>5}",
         f"{'scenario':<38} {'deliveries':>10} {'per s':>8} {'of ceil':>7}"
         f" {'workers':>7} {'PG':>7} {'NATS':>7} {'stmts':>7} {'WAL B':>10} {'busy':>5}",
         "-" * 112,
@@ -179,14 +179,14 @@ def table(results: Results, ceilings: dict[str, float], bare: list[Row]) -> str:
         lines.append(
             f"{row.name:<38} {row.deliveries:>10} {row.rate:>8.0f} {share:>7}"
             f" {cell(row.cpu_us, '.0f'):>7} {cell(drain.postgres_cpu_us, '.0f'):>7}"
-            f" {cell(drain.nats_cpu_us, '.0f'):>7} {cell(drain.statements, '.2f'):>7}"
+            f" {cell(drain.nats_cpu_us, '.0f'):>7} {cell(drain.statements, '.3f'):>7}"
             f" {cell(drain.wal_bytes, ',.0f'):>10} {cell(row.busy, '.0%'):>5}"
         )
     for mode, spent in results.publishing.items():
         events = max(1, spent.events)
         lines.append(
             f"{mode + ': publishing, per event':<38} {spent.events:>10} {'':>8} {'':>7}"
-            f" {'':>7} {'':>7} {'':>7} {spent.statements / events:>7.2f}"
+            f" {'':>7} {'':>7} {'':>7} {spent.statements / events:>7.3f}"
             f" {spent.wal_bytes / events:>10,.0f} {'':>5}"
         )
     return "\n".join(lines)
@@ -194,16 +194,18 @@ def table(results: Results, ceilings: dict[str, float], bare: list[Row]) -> str:
 
 def top_statements(results: Results) -> str:
     lines = [
-        f"{'mode, workers':<16} {'calls per delivery':>18} {'rows per call':>13}  statement",
+        f"{'mode, workers':<14} {'calls per delivery':>18} {'rows':>6} {'blocks':>6}"
+        f" {'us':>6}  statement (rows, buffer blocks and execution time per call)",
         "-" * 112,
     ]
     for row in results.rows:
         if results.args.verbose or row.workers == results.args.workers[0]:
-            for statement in row.top:
+            for s in row.top:
+                calls = max(1, s.calls)
                 lines.append(
-                    f"{f'{row.mode}, {row.workers}':<16}"
-                    f" {per_delivery(statement.calls, row):>18.2f}"
-                    f" {statement.rows / max(1, statement.calls):>13.1f}  {statement.query[:60]}"
+                    f"{f'{row.mode}, {row.workers}':<14} {per_delivery(s.calls, row):>18.3f}"
+                    f" {s.rows / calls:>6.1f} {s.blocks / calls:>6.1f}"
+                    f" {s.exec_ms / calls * 1000:>6.0f}  {s.query[:56]}"
                 )
     return "\n".join(lines)
 
