@@ -125,7 +125,7 @@ async def one_drain(
     )
     if not await emptied(deployment.database_url, "deliveries", RECORDED_WITHIN_SECONDS):
         results.unrecorded += 1
-    load: Load = await results.meter.read()
+    load: Load = await results.meter.read(results.args.top)
     nats_spent = cpu_seconds(nats_pids) - nats_cpu
     await asyncio.to_thread(deployment.stop_workers)
     results.lost += lost
@@ -228,6 +228,7 @@ async def main() -> None:
         "--workers", type=lambda s: [int(n) for n in s.split(",")], default=[1, 2, 4]
     )
     parser.add_argument("--modes", type=lambda s: s.split(","), default=list(MODES))
+    parser.add_argument("--top", type=int, default=5, help="statements listed per row")
     parser.add_argument("--verbose", action="store_true", help="top statements of every row")
     args = parser.parse_args()
     receivers = Receivers(args.receivers, Placement(None, None))
