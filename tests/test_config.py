@@ -469,6 +469,9 @@ def test_the_queue_is_the_database_unless_nats_is_asked_for(
     assert load_settings().queue == "database"
     monkeypatch.setenv("TUCANO_QUEUE", "nats")
     monkeypatch.setenv("TUCANO_NATS_URL", "nats://10.0.0.1:4222,nats://10.0.0.2:4222")
+    with pytest.raises(ConfigurationError, match="TUCANO_QUEUE=nats keeps its record in Postgre"):
+        load_settings()  # the default database is SQLite
+    monkeypatch.setenv("TUCANO_DATABASE_URL", "postgresql+asyncpg://tucano@db.internal/tucano")
     settings = load_settings()
     assert (settings.queue, settings.nats_url) == (
         "nats",

@@ -474,6 +474,15 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _nats_queue_needs_postgresql(self) -> Settings:
+        if self.queue == "nats" and self.database_url.startswith("sqlite"):
+            raise ValueError(
+                "TUCANO_QUEUE=nats keeps its record in PostgreSQL: set TUCANO_DATABASE_URL to a "
+                "postgresql+asyncpg:// URL, or leave TUCANO_QUEUE=database on SQLite"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _no_simulated_pix_in_production(self) -> Settings:
         if (
             self.environment is Environment.PRODUCTION

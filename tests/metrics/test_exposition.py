@@ -1,5 +1,6 @@
 """Several Tucano processes on one host, sharing PROMETHEUS_MULTIPROC_DIR: each one's /metrics
-adds up all of theirs; without it, each serves its own."""
+adds up all of theirs; without it, each serves its own. And a page whose NATS cluster does not
+answer."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ import asyncio
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from structlog.testing import capture_logs
 
-from tests.support.processes import ServeProcess, clean_env, run_tucano, start_serve
+from tests.conftest import migrated_database
+from tests.support.processes import ServeProcess, clean_env, free_port, run_tucano, start_serve
+from tests.support.settings import POSTGRES_URL, make_settings
+from tucano.metrics.exposition import metrics_page
 
 
 def live_requests(server: ServeProcess) -> float:
@@ -73,3 +79,18 @@ def test_a_shared_directory_that_is_not_there_fails_in_one_line(tmp_path: Path) 
         f"tucano: PROMETHEUS_MULTIPROC_DIR: {str(missing)!r} is not a directory "
         "(create it, or unset it)\n"
     )
+
+
+@pytest.mark.skipif(not POSTGRES_URL, reason="TUCANO_TEST_DATABASE_URL not set")
+async def test_a_nats_cluster_that_does_not_answer_leaves_only_the_streams_lag_out(
+    tmp_path: Path,
+) -> None:
+    async with migrated_database("postgresql", tmp_path) as database:
+        settings = make_settings(
+            database.url, queue="nats", nats_url=f"nats://127.0.0.1:{free_port()}"
+        )
+        with capture_logs() as logs:
+            page = (await metrics_page(database, settings)).decode()
+    assert "\ntucano_deliveries_due " in page
+    assert "tucano_queue_stream_pending_messages" not in page
+    assert [e["event"] for e in logs] == ["metrics_stream_lag_unavailable"]

@@ -14,12 +14,23 @@ from tucano.db.database import Database
 from tucano.deliveries import service as deliveries
 from tucano.deliveries.models import Delivery, DeliveryResult, Event, ResultStatus
 from tucano.deliveries.queue import queue_for
-from tucano.deliveries.queue.backend import ClaimedDelivery, Outcome, QueueBackend
+from tucano.deliveries.queue.backend import Claim, ClaimedDelivery, Outcome, QueueBackend
+from tucano.deliveries.queue.nats import NatsQueue
 from tucano.events.samples import sample_payload
 from tucano.events.types import EventType
 from tucano.webhooks.models import Webhook
 
 LEASE = timedelta(seconds=30)
+
+
+class RelayingNatsQueue(NatsQueue):
+    """The NATS back end with its relay run in step: each claim first relays what is due, as
+    the relay of a running worker would have by then (the relay's own loop is tested in
+    tests/deliveries/queue/test_nats.py)."""
+
+    async def claim(self, **arguments: Any) -> Claim:
+        await self.relay.relay_due(arguments["limit"])
+        return await super().claim(**arguments)
 
 
 async def add_webhook(database: Database, customer_id: int, *, active: bool = True) -> int:

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from tucano.config import Settings
 from tucano.core import json_codec
 from tucano.core.clock import clock
 from tucano.core.errors import AppError, BadRequest, ErrorCode, NotFound
@@ -25,6 +26,7 @@ from tucano.db.database import Database, call_after_commit
 from tucano.db.notifications import notify
 from tucano.deliveries.activity import NO_ACTIVITY, WebhookActivity
 from tucano.deliveries.models import DeliveryResult, Event, ResultStatus
+from tucano.deliveries.queue.nats import StreamLag, read_stream_lag, servers_of
 from tucano.deliveries.repository import DeliveryRepository, EventRow
 from tucano.deliveries.result_counts import hour_of
 from tucano.deliveries.result_repository import HeldDelivery, ResultFilters, ResultRepository
@@ -379,6 +381,13 @@ async def fold_result_counts(session: AsyncSession) -> int:
 class Backlog(NamedTuple):
     due: int
     oldest_due_age_seconds: float  # 0 when nothing is due
+
+
+async def stream_lag(settings: Settings) -> StreamLag | None:
+    """The NATS stream's lag, with TUCANO_QUEUE=nats (None with the database queue)."""
+    if settings.queue != "nats":
+        return None
+    return await read_stream_lag(servers_of(settings.nats_url))
 
 
 async def delivery_backlog(database: Database) -> Backlog:

@@ -17,7 +17,8 @@ from prometheus_client.registry import Collector
 from tucano.config import Settings, metrics_directory
 from tucano.core.logs import exception_summary
 from tucano.db.database import Database
-from tucano.deliveries.service import Backlog, delivery_backlog
+from tucano.deliveries.queue.nats import StreamLag
+from tucano.deliveries.service import Backlog, delivery_backlog, stream_lag
 
 log = structlog.get_logger("tucano.metrics")
 
@@ -60,6 +61,25 @@ class _BacklogCollector(Collector):
         )
 
 
+class _StreamLagCollector(Collector):
+    def __init__(self, lag: StreamLag) -> None:
+        self.lag = lag
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "tucano_queue_stream_pending_messages",
+            "Messages on the NATS stream that no worker has pulled yet (TUCANO_QUEUE=nats), "
+            "read from the cluster at this scrape.",
+            value=self.lag.pending,
+        )
+        yield GaugeMetricFamily(
+            "tucano_queue_stream_unacknowledged_messages",
+            "Messages pulled from the NATS stream and not yet acknowledged: being sent, or "
+            "left for a worker with room (TUCANO_QUEUE=nats), read at this scrape.",
+            value=self.lag.unacknowledged,
+        )
+
+
 def _recorded() -> bytes:
     """The recorded metrics: this process's, or every process's in the shared directory."""
     if metrics_directory() is None:
@@ -69,16 +89,20 @@ def _recorded() -> bytes:
     return generate_latest(registry)
 
 
-async def metrics_page(database: Database) -> bytes:
-    """The page: the recorded metrics, then the backlog (left out, and logged, when the database
-    does not answer in BACKLOG_TIMEOUT_SECONDS)."""
-    page = _recorded()
+async def metrics_page(database: Database, settings: Settings) -> bytes:
+    """The page: the recorded metrics, then the backlog and, on NATS, the stream's lag (each
+    left out, and logged, when it does not come in BACKLOG_TIMEOUT_SECONDS)."""
+    registry = CollectorRegistry(auto_describe=False)
     try:
         async with asyncio.timeout(BACKLOG_TIMEOUT_SECONDS):
-            backlog = await delivery_backlog(database)
+            registry.register(_BacklogCollector(await delivery_backlog(database)))
     except Exception as exc:
         log.warning("metrics_backlog_unavailable", error=exception_summary(exc)[:300])
-        return page
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_BacklogCollector(backlog))
-    return page + generate_latest(registry)
+    try:
+        async with asyncio.timeout(BACKLOG_TIMEOUT_SECONDS):
+            lag = await stream_lag(settings)
+        if lag is not None:
+            registry.register(_StreamLagCollector(lag))
+    except Exception as exc:
+        log.warning("metrics_stream_lag_unavailable", error=exception_summary(exc)[:300])
+    return _recorded() + generate_latest(registry)

@@ -34,5 +34,5 @@ async def metrics(request: Request, settings: SettingsDep, database: DatabaseDep
     authorization = request.headers.get("authorization")
     if not may_scrape(settings, None if authorization is None else authorization.encode("latin-1")):
         return error_response(ErrorCode.ROUTE_NOT_FOUND, request.state.transaction_id)
-    body = await metrics_page(database)
+    body = await metrics_page(database, settings)
     return Response(body, media_type=None, headers={"Content-Type": CONTENT_TYPE})

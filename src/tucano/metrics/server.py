@@ -47,7 +47,7 @@ def metrics_application(settings: Settings, database: Database) -> web.Applicati
         if request.method not in ("GET", "HEAD") or request.path != METRICS_PATH or not allowed:
             return _not_found()
         return web.Response(
-            body=await metrics_page(database),
+            body=await metrics_page(database, settings),
             headers={"Content-Type": CONTENT_TYPE, "Cache-Control": "no-store"},
         )
 

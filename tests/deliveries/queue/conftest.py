@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from tests.support.queue import RelayingNatsQueue
 from tucano.db.database import Database
 from tucano.deliveries.queue.backend import QueueBackend
 from tucano.deliveries.queue.nats import NatsQueue, servers_of
@@ -31,7 +32,7 @@ async def queue(
         return
     # A stream of its own per test: the module's tests share their database, not their messages.
     name = uuid.uuid4().hex[:12]
-    nats_queue = NatsQueue(
+    nats_queue = RelayingNatsQueue(
         private_database,
         servers_of(request.getfixturevalue("nats_cluster").url),
         stream=f"T{name}",

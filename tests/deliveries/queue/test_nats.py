@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import nats
 import pytest
+from sqlalchemy import text
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
 from tests.conftest import migrated_database
 from tests.support.deliveries import eventually, publish, register, results_for
 from tests.support.nats_cluster import NatsCluster
-from tests.support.queue import LEASE, add_webhook, claim, count
+from tests.support.queue import LEASE, RelayingNatsQueue, add_webhook, claim, count
 from tests.support.queue import publish as publish_in_database
 from tests.support.receivers import Receiver, failing_then_ok
 from tests.support.service import Merchant, RunningService, new_customer_id, start_service
@@ -31,8 +33,9 @@ from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.deliveries.models import Delivery
 from tucano.deliveries.queue import NatsQueue, queue_for
+from tucano.deliveries.queue import nats as nats_module
 from tucano.deliveries.queue.backend import ClaimedDelivery
-from tucano.deliveries.queue.nats import CONSUMER, STREAM, servers_of
+from tucano.deliveries.queue.nats import CONSUMER, RELAY_NAME, STREAM, servers_of
 from tucano.deliveries.queue.relay import PUBLISHED_LEASE, Relay
 
 pytestmark = pytest.mark.skipif(not POSTGRES_URL, reason="TUCANO_TEST_DATABASE_URL not set")
@@ -80,6 +83,10 @@ async def test_with_tucano_queue_nats_each_event_arrives_signed_once_through_the
         await client.close()
     assert consumer.delivered.stream_seq >= 10
     assert consumer.num_pending == 0 and consumer.num_ack_pending == 0
+    # /metrics shows the stream's lag, as the cluster counts it.
+    page = (await merchant.get("/metrics")).text
+    assert "\ntucano_queue_stream_pending_messages 0.0\n" in page
+    assert "\ntucano_queue_stream_unacknowledged_messages 0.0\n" in page
 
 
 async def test_with_tucano_queue_nats_a_retry_after_a_500_keeps_the_schedule(
@@ -111,7 +118,7 @@ async def test_with_tucano_queue_nats_a_retry_after_a_500_keeps_the_schedule(
 async def nats_queue(nats_cluster: NatsCluster, tmp_path: Path) -> AsyncIterator[NatsQueue]:
     name = uuid.uuid4().hex[:12]
     async with migrated_database("postgresql", tmp_path) as database:
-        queue = NatsQueue(
+        queue = RelayingNatsQueue(
             database,
             servers_of(nats_cluster.url),
             stream=f"T{name}",
@@ -121,7 +128,7 @@ async def nats_queue(nats_cluster: NatsCluster, tmp_path: Path) -> AsyncIterator
         await queue.close()
 
 
-class RelayCrashed(Exception):
+class PublishFailed(Exception):
     pass
 
 
@@ -130,21 +137,33 @@ async def test_a_relay_that_dies_before_publishing_loses_nothing(nats_queue: Nat
     customer = new_customer_id()
     await add_webhook(database, customer)
     await publish_in_database(database, customer)
-
-    async def dies(subject: str, data: bytes, message_id: str) -> None:
-        raise RelayCrashed
-
-    crashing = Relay(database, dies, subject_prefix=nats_queue.subject_prefix)
     with clock.freeze() as frozen:
-        with pytest.raises(RelayCrashed):
-            await crashing.relay_due(100)
-        # Marked, not announced: under the dead relay's mark, nobody takes it yet.
+        # Killed between its commit and its publish: marked, never announced.
+        assert len(await nats_queue.relay.mark_due(100)) == 1
         assert await claim(nats_queue, customer) == []
         frozen.advance(PUBLISHED_LEASE)
-        # The mark runs out: the next relay (here, a claim's) announces it again.
+        # The mark runs out: the next relay pass (here, the claim's) announces it again.
         (claimed,) = await claim(nats_queue, customer)
         assert claimed.attempt == 1
         assert await claim(nats_queue, customer) == []
+
+
+async def test_a_publish_that_fails_leaves_the_delivery_due_at_once(nats_queue: NatsQueue) -> None:
+    database = nats_queue.database
+    customer = new_customer_id()
+    await add_webhook(database, customer)
+    await publish_in_database(database, customer)
+
+    async def fails(subject: str, data: bytes, message_id: str) -> None:
+        raise PublishFailed
+
+    failing = Relay(database, fails, subject_prefix=nats_queue.subject_prefix)
+    with clock.freeze():
+        with pytest.raises(PublishFailed):
+            await failing.relay_due(100)
+        # Unmarked: the next pass announces it without waiting for the mark to run out.
+        (claimed,) = await claim(nats_queue, customer)
+        assert claimed.attempt == 1
 
 
 async def test_a_delivery_announced_twice_is_claimed_once(nats_queue: NatsQueue) -> None:
@@ -195,3 +214,99 @@ async def test_a_host_the_worker_has_no_room_for_is_left_on_the_stream_for_later
 
     await eventually(claimed, timeout=10, what="the left-out delivery coming back")
     assert len(held) == 1 and held[0].attempt == 1
+
+
+def _beside(queue: NatsQueue) -> NatsQueue:
+    """Another worker's queue on the same stream (its claims do not relay)."""
+    return NatsQueue(
+        queue.database,
+        queue.servers,
+        stream=queue.stream,
+        subject_prefix=queue.subject_prefix,
+        poll_seconds=0.1,
+    )
+
+
+async def _relay_leaders(database: Database) -> int:
+    """Relays leading on `database` (each Tucano database has its own)."""
+    async with database.read_session() as session:
+        return int(
+            await session.scalar(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = :name"
+                    " AND datname = current_database()"
+                ),
+                {"name": f"{RELAY_NAME} {os.getpid()}"},
+            )
+            or 0
+        )
+
+
+async def test_one_relay_leads_and_a_standby_takes_over_when_it_stops(
+    nats_queue: NatsQueue,
+) -> None:
+    database = nats_queue.database
+    customer = new_customer_id()
+    await add_webhook(database, customer)
+    first, second, worker = _beside(nats_queue), _beside(nats_queue), _beside(nats_queue)
+    assert await claim(worker, customer) == []  # the stream made before the relays start
+    stop_first, stop_second, due = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    relays = [
+        asyncio.create_task(first.serve(stop_first, due)),
+        asyncio.create_task(second.serve(stop_second, due)),
+    ]
+    try:
+        held: list[ClaimedDelivery] = []
+
+        async def claimed(n: int) -> bool:
+            held.extend(await claim(worker, customer))
+            return len(held) == n
+
+        await publish_in_database(database, customer)
+        # The worker's claims do not relay: the leading relay announced it.
+        await eventually(lambda: claimed(1), timeout=10, what="the first delivery relayed")
+        assert await _relay_leaders(database) == 1
+        stop_first.set()
+        await relays[0]
+        await publish_in_database(database, customer)
+        await eventually(lambda: claimed(2), timeout=10, what="the standby relaying")
+        assert await _relay_leaders(database) == 1
+        assert len({c.delivery_id for c in held}) == 2
+    finally:
+        stop_first.set()
+        stop_second.set()
+        await asyncio.gather(*relays)
+        for queue in (first, second, worker):
+            await queue.close()
+
+
+async def test_the_relay_keeps_no_more_than_its_ahead_unpulled_on_the_stream(
+    nats_queue: NatsQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(nats_module, "AHEAD", 3)
+    database = nats_queue.database
+    customer = new_customer_id()
+    await add_webhook(database, customer)
+    for _ in range(5):
+        await publish_in_database(database, customer)
+    relaying = _beside(nats_queue)
+    assert await claim(relaying, customer) == []  # the stream made
+    stop, due = asyncio.Event(), asyncio.Event()
+    relay = asyncio.create_task(relaying.serve(stop, due))
+    try:
+        await eventually(
+            lambda: _pending_is(relaying, 3), timeout=10, what="three messages on the stream"
+        )
+        await asyncio.sleep(0.5)  # passes meanwhile relay nothing more
+        assert (await relaying.lag()).pending == 3
+        # As workers pull, the relay tops the stream up to what is left.
+        assert len(await claim(relaying, customer)) == 3
+        await eventually(lambda: _pending_is(relaying, 2), timeout=10, what="the last two")
+    finally:
+        stop.set()
+        await relay
+        await relaying.close()
+
+
+async def _pending_is(queue: NatsQueue, pending: int) -> bool:
+    return (await queue.lag()).pending == pending

@@ -84,6 +84,9 @@ class FlakyQueue:
     async def release(self, claims: Any, **_: Any) -> list[ClaimedDelivery]:
         return []
 
+    async def serve(self, stop: asyncio.Event, due: asyncio.Event) -> None:
+        pass
+
     async def close(self) -> None:
         pass
 

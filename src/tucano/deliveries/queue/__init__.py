@@ -17,5 +17,9 @@ def queue_for(database: Database, settings: Settings | None = None) -> QueueBack
     else in the database, on PostgreSQL the tuned one, which a benchmark shows pays
     (docs/performance.md), and on SQLite the plain one."""
     if settings is not None and settings.queue == "nats":
-        return NatsQueue(database, servers_of(settings.nats_url))
+        return NatsQueue(
+            database,
+            servers_of(settings.nats_url),
+            poll_seconds=settings.delivery_poll_interval_seconds,
+        )
     return PostgresQueue(database) if database.dialect == "postgresql" else SqlQueue(database)

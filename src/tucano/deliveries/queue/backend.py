@@ -5,6 +5,7 @@ one suite every back end passes."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol
@@ -105,6 +106,11 @@ class QueueBackend(Protocol):
         """Give claimed deliveries back (taken for `lease`), unattempted, due again at `due_at`.
         Returns those whose webhook was deleted while they were held, and which nobody has
         recorded since: the deletion left their last record to their holder."""
+        ...
+
+    async def serve(self, stop: asyncio.Event, due: asyncio.Event) -> None:
+        """What the back end runs beside a worker until `stop` (the relay, on NATS); `due` is
+        set when deliveries may have come due (committed here or, notified, elsewhere)."""
         ...
 
     async def close(self) -> None:

@@ -12,7 +12,7 @@ import asyncio
 import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import nats
@@ -21,11 +21,12 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import api
 from nats.js.client import JetStreamContext
-from nats.js.errors import NotFoundError
+from nats.js.errors import BadRequestError, NotFoundError
 from sqlalchemy import select, update
 
 from tucano.core.clock import clock
 from tucano.db.database import Database
+from tucano.db.leadership import Leadership
 from tucano.db.repository import in_parts
 from tucano.deliveries.queue.backend import Claim, ClaimedDelivery, Outcome, claimed_delivery
 from tucano.deliveries.queue.postgres import PostgresQueue
@@ -49,6 +50,32 @@ LEFT_FOR_LATER_SECONDS = 1.0
 # A message unacknowledged this long is handed out again (and then claims nothing unless its
 # mark still stands); longer than any attempt's lease.
 ACK_WAIT_SECONDS = 600.0
+# The relay keeps at most this many messages on the stream that no worker has pulled yet, so
+# that what waits is marked in the database only shortly before a worker takes it.
+AHEAD = 10_000
+# The key of the PostgreSQL advisory lock whose holder relays (any fixed number).
+RELAY_LOCK_KEY = 7_340_040
+RELAY_NAME = "tucano-relay"
+
+
+class StreamLag(NamedTuple):
+    """The consumer's view of the stream: messages no worker has pulled yet, and messages
+    pulled and not yet acknowledged (in flight, or waiting out a delay)."""
+
+    pending: int
+    unacknowledged: int
+
+
+async def read_stream_lag(servers: Sequence[str], *, stream: str = STREAM) -> StreamLag:
+    """The stream's lag, read on a connection of its own (for /metrics, in any process)."""
+    client = await nats.connect(
+        servers=list(servers), name="tucano-metrics", allow_reconnect=False, connect_timeout=1
+    )
+    try:
+        info = await client.jetstream().consumer_info(stream, CONSUMER, timeout=1)
+        return StreamLag(info.num_pending or 0, info.num_ack_pending or 0)
+    finally:
+        await client.close()
 
 
 def servers_of(url: str) -> list[str]:
@@ -71,8 +98,10 @@ class NatsQueue:
         stream: str = STREAM,
         subject_prefix: str = SUBJECT_PREFIX,
         replicas: int = REPLICAS,
+        poll_seconds: float = 1.0,
     ) -> None:
         self.database = database
+        self.poll_seconds = poll_seconds  # how often the relay looks for retries come due
         self.servers = list(servers)
         self.stream = stream
         self.subject_prefix = subject_prefix
@@ -107,13 +136,16 @@ class NatsQueue:
         try:
             await js.stream_info(self.stream)
         except NotFoundError:
-            await js.add_stream(
-                name=self.stream,
-                subjects=[f"{self.subject_prefix}.*"],
-                num_replicas=self.replicas,
-                storage=api.StorageType.FILE,
-                retention=api.RetentionPolicy.WORK_QUEUE,
-            )
+            try:
+                await js.add_stream(
+                    name=self.stream,
+                    subjects=[f"{self.subject_prefix}.*"],
+                    num_replicas=self.replicas,
+                    storage=api.StorageType.FILE,
+                    retention=api.RetentionPolicy.WORK_QUEUE,
+                )
+            except BadRequestError:  # another process made it meanwhile (name in use)
+                await js.stream_info(self.stream)
         pull = await js.pull_subscribe(
             f"{self.subject_prefix}.*",
             durable=CONSUMER,
@@ -130,6 +162,23 @@ class NatsQueue:
         await self._js.publish(
             subject, data, stream=self.stream, headers={"Nats-Msg-Id": message_id}
         )
+
+    async def serve(self, stop: asyncio.Event, due: asyncio.Event) -> None:
+        """The relay, while this process leads it (one process at a time, db/leadership.py)."""
+        leadership = Leadership(self.database.url, key=RELAY_LOCK_KEY, name=RELAY_NAME)
+        await self.relay.run(
+            stop, due, leadership=leadership, room=self._room, poll_seconds=self.poll_seconds
+        )
+
+    async def _room(self) -> int:
+        return AHEAD - (await self.lag()).pending
+
+    async def lag(self) -> StreamLag:
+        """The stream's lag, as its consumer counts it."""
+        await self._connected()
+        assert self._js is not None
+        info = await self._js.consumer_info(self.stream, CONSUMER)
+        return StreamLag(info.num_pending or 0, info.num_ack_pending or 0)
 
     async def close(self) -> None:
         if self._client is not None:
@@ -151,9 +200,6 @@ class NatsQueue:
         exclude_hosts: Sequence[str] = (),
     ) -> Claim:
         pull = await self._connected()
-        # Each claim first relays what is due: any number of relays may run, each takes only
-        # what it marks.
-        relayed = await self.relay.relay_due(limit)
         try:
             messages = await pull.fetch(limit, timeout=FETCH_SECONDS)
         except TimeoutError:  # nothing on the stream (asyncio's, or nats-py's subclass of it)
@@ -184,7 +230,7 @@ class NatsQueue:
                     delivery.delivery_id
                 ][1]
                 deliveries.append(delivery)
-        return Claim(deliveries, more_due=relayed >= limit or len(messages) >= limit)
+        return Claim(deliveries, more_due=len(messages) >= limit)
 
     async def _claim_tickets(
         self,
@@ -202,6 +248,8 @@ class NatsQueue:
         until = now + lease
         claimed: dict[int, ClaimedDelivery | None] = {}
         later: set[int] = set()
+        if not tickets:
+            return claimed, later
         async with self.database.session() as session:
             standing: list[int] = []
             for part in in_parts(sorted(tickets)):

@@ -2,11 +2,13 @@
 on the JetStream stream. A pass marks what it takes with a token of its own under a lease (one
 committed transaction) and only then publishes; a delivery whose mark runs out unclaimed (the
 relay died before publishing, or the message went unclaimed) is due again and re-published
-with a new token, and the old message no longer claims anything (docs/adr/nats-queue.md)."""
+with a new token, and the old message no longer claims anything (docs/adr/nats-queue.md). One
+process relays at a time (db/leadership.py); the others stand by."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import zlib
 from collections.abc import Awaitable, Callable
@@ -15,12 +17,19 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-from sqlalchemy import or_, select, update
+import structlog
+from sqlalchemy import select, update
 
 from tucano.core.clock import clock
+from tucano.core.logs import exception_summary
 from tucano.db.database import Database
+from tucano.db.leadership import Leadership
 from tucano.db.repository import in_parts
-from tucano.deliveries.queue.sql import DELIVERIES, WEBHOOKS
+from tucano.deliveries.queue.backend import retries_share
+from tucano.deliveries.queue.sql import DELIVERIES, WEBHOOKS, due_ids
+from tucano.deliveries.repository import FIRST_ATTEMPTS, RETRIES
+
+log = structlog.get_logger("tucano.deliveries")
 
 _d, _w = DELIVERIES.c, WEBHOOKS.c
 
@@ -30,8 +39,13 @@ SHARDS = 64
 PUBLISHED_LEASE = timedelta(minutes=5)
 # Publishes in flight at once, each awaiting the stream's acknowledgement.
 PUBLISHING = 256
+# The most one pass marks and publishes.
+RELAY_BATCH = 1000
+# A standby tries to lead this often; a pass that failed is tried again as much later.
+STANDBY_SECONDS = 1.0
 
 Publish = Callable[[str, bytes, str], Awaitable[None]]  # subject, message, Nats-Msg-Id
+Room = Callable[[], Awaitable[int]]  # how many more the stream should be given now
 
 
 def shard_of(target_url: str | None) -> int:
@@ -80,18 +94,10 @@ class Relay:
         now = clock.now()
         token = "r" + secrets.token_hex(15)
         async with self.database.session() as session:
-            ids = list(
-                await session.scalars(
-                    select(_d.id)
-                    .where(
-                        _d.next_attempt_at <= now,
-                        or_(_d.lease_until.is_(None), _d.lease_until <= now),
-                    )
-                    .order_by(_d.next_attempt_at)
-                    .limit(limit)
-                    .with_for_update(skip_locked=True)
-                )
-            )
+            # Retries take up to their share, as in a claim of the database queue, so that a
+            # failing receiver's retries cannot crowd new events off the stream.
+            ids = await due_ids(session, RETRIES, retries_share(limit), now)
+            ids += await due_ids(session, FIRST_ATTEMPTS, limit - len(ids), now)
             rows: list[Any] = []
             for part in in_parts(ids):
                 await session.execute(
@@ -114,11 +120,71 @@ class Relay:
 
     async def publish_marked(self, marked: list[tuple[int, int, str, str]]) -> None:
         """Publish each marked delivery. Nats-Msg-Id names the delivery, its attempt and its
-        mark: a publish sent again after a lost acknowledgement is dropped by the stream."""
+        mark: a publish sent again after a lost acknowledgement is dropped by the stream. When
+        a publish fails, what is left of the pass is unmarked, due again at once rather than
+        when its mark runs out (best effort: the mark runs out anyway)."""
         for start in range(0, len(marked), PUBLISHING):
-            await asyncio.gather(
+            part = marked[start : start + PUBLISHING]
+            outcomes = await asyncio.gather(
                 *(
                     self.publish(subject, ticket(delivery_id, token), f"{delivery_id}.{n}.{token}")
-                    for delivery_id, n, token, subject in marked[start : start + PUBLISHING]
-                )
+                    for delivery_id, n, token, subject in part
+                ),
+                return_exceptions=True,
             )
+            failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
+            if failed is not None:
+                with contextlib.suppress(Exception):
+                    await self.unmark([m[0] for m in marked[start:]], marked[0][2])
+                raise failed
+
+    async def unmark(self, delivery_ids: list[int], token: str) -> None:
+        """Due again now, where the mark `token` still stands."""
+        now = clock.now()
+        async with self.database.session() as session:
+            for part in in_parts(delivery_ids):
+                await session.execute(
+                    update(DELIVERIES)
+                    .where(_d.id.in_(part), _d.claim_token == token)
+                    .values(lease_until=None, claim_token=None, updated_at=now)
+                )
+            await session.commit()
+
+    async def run(
+        self,
+        stop: asyncio.Event,
+        due: asyncio.Event,
+        *,
+        leadership: Leadership,
+        room: Room,
+        poll_seconds: float,
+    ) -> None:
+        """Relay until `stop` while this process leads: a pass whenever `due` is set, and every
+        `poll_seconds` for retries that come due with time, each pass as much as the stream
+        has room for. A standby tries to lead every STANDBY_SECONDS."""
+        leading = False
+        while not stop.is_set():
+            wait = STANDBY_SECONDS
+            try:
+                if await leadership.lead():
+                    if not leading:
+                        log.info("nats_relay_leading")
+                    leading, wait = True, poll_seconds
+                    due.clear()
+                    while not stop.is_set():
+                        limit = min(RELAY_BATCH, await room())
+                        if limit <= 0 or await self.relay_due(limit) < limit:
+                            break
+                else:
+                    leading = False
+            except Exception as exc:  # the database or NATS down: tried again, logged each time
+                log.warning("nats_relay_failed", error=exception_summary(exc)[:300])
+                wait = STANDBY_SECONDS
+            # A standby waits out its time: a pass it may not run is no reason to wake.
+            waits = [asyncio.ensure_future(e.wait()) for e in ((stop, due) if leading else (stop,))]
+            try:
+                await asyncio.wait(waits, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
+        await leadership.step_down()

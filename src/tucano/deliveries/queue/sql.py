@@ -5,6 +5,7 @@ keeps every other writer out meanwhile."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -96,11 +97,39 @@ def _to_hosts(hosts: Sequence[str]) -> Any:
     )
 
 
+async def due_ids(
+    session: AsyncSession,
+    queue: Any,
+    limit: int,
+    now: datetime,
+    exclude_webhooks: Sequence[int] = (),
+    exclude_hosts: Sequence[str] = (),
+) -> list[int]:
+    """Ids of up to `limit` due deliveries of one queue that no worker holds, oldest due
+    first, locked (other workers' are skipped, not waited for)."""
+    if limit <= 0:
+        return []
+    statement = select(_d.id).where(
+        queue, _d.next_attempt_at <= now, or_(_d.lease_until.is_(None), _d.lease_until <= now)
+    )
+    if exclude_webhooks:
+        statement = statement.where(_d.webhook_id.not_in(exclude_webhooks))
+    if exclude_hosts:
+        statement = statement.where(
+            ~exists().where(_w.id == _d.webhook_id, _to_hosts(exclude_hosts))
+        )
+    statement = statement.order_by(_d.next_attempt_at).limit(limit)
+    return list(await session.scalars(statement.with_for_update(skip_locked=True)))
+
+
 class SqlQueue:
     """QueueBackend in the database, through SQLAlchemy."""
 
     def __init__(self, database: Database) -> None:
         self.database = database
+
+    async def serve(self, stop: asyncio.Event, due: asyncio.Event) -> None:
+        """Nothing runs beside the workers: their claims find what is due."""
 
     async def close(self) -> None:
         """Nothing beside the database, whose pool is the caller's."""
@@ -119,10 +148,10 @@ class SqlQueue:
         until = now + lease
         retries = retries_share(limit)
         async with self.database.session() as session:
-            retry_ids = await self._due(
+            retry_ids = await due_ids(
                 session, RETRIES, retries, now, exclude_webhooks, exclude_hosts
             )
-            fresh_ids = await self._due(
+            fresh_ids = await due_ids(
                 session, FIRST_ATTEMPTS, limit - len(retry_ids), now, exclude_webhooks,
                 exclude_hosts,
             )  # fmt: skip
@@ -161,31 +190,6 @@ class SqlQueue:
             [c for c in claimed if c is not None],
             more_due=len(retry_ids) >= retries or len(ids) >= limit,
         )
-
-    @staticmethod
-    async def _due(
-        session: AsyncSession,
-        queue: Any,
-        limit: int,
-        now: datetime,
-        exclude_webhooks: Sequence[int],
-        exclude_hosts: Sequence[str],
-    ) -> list[int]:
-        """Ids of up to `limit` due deliveries of one queue that no worker holds, oldest due
-        first, locked (other workers' are skipped, not waited for)."""
-        if limit <= 0:
-            return []
-        statement = select(_d.id).where(
-            queue, _d.next_attempt_at <= now, or_(_d.lease_until.is_(None), _d.lease_until <= now)
-        )
-        if exclude_webhooks:
-            statement = statement.where(_d.webhook_id.not_in(exclude_webhooks))
-        if exclude_hosts:
-            statement = statement.where(
-                ~exists().where(_w.id == _d.webhook_id, _to_hosts(exclude_hosts))
-            )
-        statement = statement.order_by(_d.next_attempt_at).limit(limit)
-        return list(await session.scalars(statement.with_for_update(skip_locked=True)))
 
     async def record(self, outcomes: Sequence[Outcome]) -> None:
         if not outcomes:

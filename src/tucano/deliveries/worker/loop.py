@@ -134,6 +134,10 @@ class DeliveryWorker:
         listener = asyncio.create_task(
             listen_for_notifications(self.database.url, stop), name="delivery-listener"
         )
+        # What the queue's back end runs beside the worker (the relay, on NATS), woken as the
+        # claim loop is when deliveries are committed.
+        due = wakeup.waiter()
+        beside = asyncio.create_task(self.queue.serve(stop, due), name="delivery-queue")
         log.info("delivery_worker_started", concurrency=self.senders.concurrency)
         try:
             while not stop.is_set():
@@ -162,6 +166,11 @@ class DeliveryWorker:
             listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await listener
+            if not stop.is_set():  # the loop failed: its relay stops with it
+                beside.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beside
+            wakeup.forget(due)
             await self.senders.sender.close()
             await self.queue.close()
             log.info("delivery_worker_stopped")
