@@ -1,17 +1,21 @@
 """PostgreSQL's load over a span of a benchmark, on a cluster of the benchmark's own
 (bench/throwaway_postgres.py started with `SETTINGS`), so that nothing else on a shared server
-counts: the statements the service ran (pg_stat_statements' calls, BEGIN and COMMIT included,
-as the server answers each), the WAL written (`pg_current_wal_lsn()` before and after) and the
+counts: the statements one role ran (pg_stat_statements' calls, BEGIN and COMMIT included, as
+the server answers each), the WAL written (`pg_current_wal_lsn()` before and after) and the
 server's CPU time (its processes, from /proc).
 
-The service connects as the role `SERVICE_ROLE`; the benchmark's own statements (the reset, the
-reads, waiting for a queue to empty) run as the superuser `postgres` and are left out.
+The service's servers connect as `SERVICE_ROLE`, which owns the schema, and its workers as
+`WORKER_ROLE`, a member of it, so that each side's statements are counted apart; the benchmark's
+own (the reset, the reads, waiting for a queue to empty) run as the superuser `postgres` and are
+left out. Statements are listed by kind: pg_stat_statements (before PostgreSQL 18) keeps one
+entry per length of an `IN (...)` list, which are added up here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +35,16 @@ SETTINGS = {
     "max_wal_size": "16GB",
 }
 SERVICE_ROLE = "tucano"
+WORKER_ROLE = "tucano_worker"
+# An IN list of parameters, and a parameter: written alike in every statement of one kind.
+IN_LIST = re.compile(r"IN \((\$\d+(::\w+)?(, )?)+\)")
+PARAMETER = re.compile(r"\$\d+")
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
 class Statement:
-    query: str  # normalised by pg_stat_statements, on one line
+    query: str  # on one line, IN lists and parameters written alike
     calls: int
     rows: int  # returned or written, over every call
     blocks: int  # shared buffers hit or read, over every call
@@ -45,21 +53,38 @@ class Statement:
 
 @dataclass(frozen=True)
 class Load:
-    statements: int  # calls of every statement the service ran
+    statements: int  # calls of every statement the role ran
     wal_bytes: int
     cpu_seconds: float  # of every process of the server
-    top: list[Statement]  # the most called, most first
+    top: list[Statement]  # the kinds most called, most first
 
 
 async def prepared(cluster: Cluster) -> str:
-    """The role the service connects as, and pg_stat_statements; the URL to connect with."""
+    """The roles and pg_stat_statements; the URL the service's servers connect with."""
     connection = await connect_asyncpg(cluster.url)
     try:
         await connection.execute(f"CREATE ROLE {SERVICE_ROLE} LOGIN CREATEDB")
+        await connection.execute(f"CREATE ROLE {WORKER_ROLE} LOGIN IN ROLE {SERVICE_ROLE}")
         await connection.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     finally:
         await connection.close()
-    return make_url(cluster.url).set(username=SERVICE_ROLE).render_as_string(hide_password=False)
+    return as_role(cluster.url, SERVICE_ROLE)
+
+
+def as_role(database_url: str, role: str) -> str:
+    return make_url(database_url).set(username=role).render_as_string(hide_password=False)
+
+
+def kinds(rows: list[Any], top: int) -> list[Statement]:
+    """pg_stat_statements' rows added up by kind, the `top` most called."""
+    summed: dict[str, list[float]] = {}
+    for r in rows:
+        query = PARAMETER.sub("$", IN_LIST.sub("IN (...)", " ".join(r["query"].split())))
+        tally = summed.setdefault(query, [0, 0, 0, 0.0])
+        for i, value in enumerate((r["calls"], r["rows"], r["blocks"], r["total_exec_time"])):
+            tally[i] += value
+    ranked = sorted(summed.items(), key=lambda kind: -kind[1][0])[:top]
+    return [Statement(q, int(c), int(n), int(b), t) for q, (c, n, b, t) in ranked]
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -111,41 +136,23 @@ class LoadMeter:
         self.wal_position = await self._wal_position()
         self.cpu = server_cpu_seconds(self.cluster)
 
-    async def read(self, top: int = 5) -> Load:
+    async def read(self, role: str, top: int = 5) -> Load:
+        """The load since `start()`, with the statements `role` ran."""
         cpu = server_cpu_seconds(self.cluster)
         wal = await self._wal_position() - self.wal_position
-        of_service = (
-            "FROM pg_stat_statements WHERE userid = (SELECT oid FROM pg_roles WHERE rolname = $1)"
-        )
-        total = await self._run(f"SELECT coalesce(sum(calls), 0) {of_service}", SERVICE_ROLE)
         rows = await self._run(
             "SELECT query, calls, rows, shared_blks_hit + shared_blks_read AS blocks,"
-            f" total_exec_time {of_service} ORDER BY calls DESC LIMIT $2",
-            SERVICE_ROLE,
-            top,
+            " total_exec_time FROM pg_stat_statements"
+            " WHERE userid = (SELECT oid FROM pg_roles WHERE rolname = $1)",
+            role,
         )
-        return Load(
-            int(total[0][0]),
-            wal,
-            cpu - self.cpu,
-            [
-                Statement(
-                    " ".join(r["query"].split()),
-                    r["calls"],
-                    r["rows"],
-                    r["blocks"],
-                    r["total_exec_time"],
-                )
-                for r in rows
-            ],
-        )
+        return Load(sum(r["calls"] for r in rows), wal, cpu - self.cpu, kinds(rows, top))
 
 
 async def emptied(database_url: str, table: str, within: float) -> bool:
     """Whether `table` of the service's database had no row left within `within` seconds
     (asked as the benchmark's role, so the asking is not counted)."""
-    url = make_url(database_url).set(username="postgres").render_as_string(hide_password=False)
-    connection = await connect_asyncpg(url)
+    connection = await connect_asyncpg(as_role(database_url, "postgres"))
     try:
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:

@@ -17,19 +17,21 @@ many `tucano worker` processes start, with default settings, and drain it (bench
   the same signed bodies to the same receivers at a worker's concurrency, nothing read or
   written in a database), measured first and last in the same run.
 - CPU us per delivery: the workers' (first to last receipt), PostgreSQL's (every process of the
-  cluster) and the NATS servers' (from the workers' start until the queue is empty), from /proc.
-- statements and WAL bytes per delivery: pg_stat_statements' calls of the service's role (BEGIN
-  and COMMIT count) and the WAL written, from the workers' start until the last attempt is
-  recorded (no delivery left in the table), divided by the deliveries made. The idle servers'
-  statements in that span count too. Each backlog is published after a CHECKPOINT and the
-  cluster makes none of its own meanwhile, so every row pays the same full-page images.
+  cluster, autovacuum included) and the NATS servers' (both from the workers' start until the
+  last attempt is recorded), from /proc.
+- statements and WAL bytes per delivery: pg_stat_statements' calls of the workers (who connect
+  as a role of their own; BEGIN and COMMIT count) and the WAL written by anyone, from the
+  workers' start until the last attempt is recorded (no delivery left in the table), divided by
+  the deliveries made. Each backlog is published after a CHECKPOINT and the cluster makes none
+  of its own meanwhile, so every row pays the same full-page images.
 - busy: how busy the machine's CPUs were over the drain (every process here shares them).
-- publishing: the same two figures per event while the backlogs were published (no worker
-  runs then, so they are the same in both modes).
+- publishing: the servers' statements and the WAL per event while the backlogs were published
+  (no worker runs then, so they are the same in both modes).
 
-After the table, the statements called most per delivery in each mode (at the first worker
-count, or every count with --verbose) with the rows each returned or wrote, which is where the
-figures per delivery come from. Exits 1 if any delivery is missing or left unrecorded.
+After the table, the workers' statements called most per delivery, by kind (`--top`), in each
+mode at the first worker count (every count with --verbose), with the rows, buffer blocks and
+execution time of each call: where the figures per delivery come from. Exits 1 if any
+delivery is missing or left unrecorded.
 """
 
 from __future__ import annotations
@@ -49,7 +51,17 @@ from tests.support.nats_cluster import NatsCluster, started_cluster
 
 from bench.deliveries import Placement, Receivers, run
 from bench.deployment import Deployment, deployed
-from bench.pg_load import SETTINGS, Load, LoadMeter, Statement, emptied, prepared
+from bench.pg_load import (
+    SERVICE_ROLE,
+    SETTINGS,
+    WORKER_ROLE,
+    Load,
+    LoadMeter,
+    Statement,
+    as_role,
+    emptied,
+    prepared,
+)
 from bench.scaleout import Row, backlog, bare_clients, cpu_seconds, drained
 from bench.throwaway_postgres import Cluster, throwaway_cluster
 
@@ -105,7 +117,7 @@ async def one_drain(
     await results.meter.checkpoint()
     await results.meter.start()
     sent_at = await backlog(deployment, http, results.args.events)
-    published = await results.meter.read()
+    published = await results.meter.read(SERVICE_ROLE)
     spent = results.publishing.setdefault(mode, Publishing())
     spent.events += len(sent_at)
     spent.statements += published.statements
@@ -125,7 +137,7 @@ async def one_drain(
     )
     if not await emptied(deployment.database_url, "deliveries", RECORDED_WITHIN_SECONDS):
         results.unrecorded += 1
-    load: Load = await results.meter.read(results.args.top)
+    load: Load = await results.meter.read(WORKER_ROLE, results.args.top)
     nats_spent = cpu_seconds(nats_pids) - nats_cpu
     await asyncio.to_thread(deployment.stop_workers)
     results.lost += lost
@@ -157,6 +169,9 @@ async def one_mode(results: Results, mode: str, postgres_url: str) -> None:
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as http,
     ):
         await deployment.register(http, results.receivers.urls())
+        # The workers, started after this, connect as a role of their own: their statements
+        # are counted apart from the servers'.
+        deployment.env["TUCANO_DATABASE_URL"] = as_role(deployment.database_url, WORKER_ROLE)
         for count in results.args.workers:
             await one_drain(results, deployment, http, mode, count)
 
@@ -252,7 +267,7 @@ async def main() -> None:
         "the workers, PostgreSQL and NATS, PostgreSQL's statements and WAL bytes\n"
     )
     print(table(results, ceilings, [*first, *last]))
-    print("\nStatements called most per delivery (PostgreSQL, the service's role):\n")
+    print("\nThe workers' statements called most per delivery, by kind:\n")
     print(top_statements(results))
     print(f"\nmissing deliveries: {results.lost}; drains left unrecorded: {results.unrecorded}")
     sys.exit(1 if results.lost or results.unrecorded else 0)
