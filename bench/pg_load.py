@@ -54,6 +54,7 @@ class Statement:
 @dataclass(frozen=True)
 class Load:
     statements: int  # calls of every statement the role ran
+    blocks: int  # shared buffer blocks those statements hit or read
     wal_bytes: int
     cpu_seconds: float  # of every process of the server
     top: list[Statement]  # the kinds most called, most first
@@ -146,7 +147,13 @@ class LoadMeter:
             " WHERE userid = (SELECT oid FROM pg_roles WHERE rolname = $1)",
             role,
         )
-        return Load(sum(r["calls"] for r in rows), wal, cpu - self.cpu, kinds(rows, top))
+        return Load(
+            sum(r["calls"] for r in rows),
+            sum(r["blocks"] for r in rows),
+            wal,
+            cpu - self.cpu,
+            kinds(rows, top),
+        )
 
 
 async def emptied(database_url: str, table: str, within: float) -> bool:

@@ -19,8 +19,9 @@ many `tucano worker` processes start, with default settings, and drain it (bench
 - CPU us per delivery: the workers' (first to last receipt), PostgreSQL's (every process of the
   cluster, autovacuum included) and the NATS servers' (both from the workers' start until the
   last attempt is recorded), from /proc.
-- statements and WAL bytes per delivery: pg_stat_statements' calls of the workers (who connect
-  as a role of their own; BEGIN and COMMIT count) and the WAL written by anyone, from the
+- statements, blocks and WAL bytes per delivery: pg_stat_statements' calls of the workers (who
+  connect as a role of their own; BEGIN and COMMIT count) and the shared buffer blocks they hit
+  or read (the work of finding and changing rows), and the WAL written by anyone, from the
   workers' start until the last attempt is recorded (no delivery left in the table), divided by
   the deliveries made. Each backlog is published after a CHECKPOINT and the cluster makes none
   of its own meanwhile, so every row pays the same full-page images.
@@ -79,6 +80,7 @@ class DrainRow(Row):
     postgres_cpu_us: float | None = None
     nats_cpu_us: float | None = None
     statements: float | None = None
+    blocks: float | None = None
     wal_bytes: float | None = None
     top: list[Statement] = field(default_factory=list)
 
@@ -154,6 +156,7 @@ async def one_drain(
             postgres_cpu_us=per_delivery(load.cpu_seconds, drain) * 1e6,
             nats_cpu_us=per_delivery(nats_spent, drain) * 1e6 if mode == "nats" else None,
             statements=per_delivery(load.statements, drain),
+            blocks=per_delivery(load.blocks, drain),
             wal_bytes=per_delivery(load.wal_bytes, drain),
             top=load.top,
         )
@@ -183,10 +186,11 @@ def cell(value: float | None, spec: str) -> str:
 def table(results: Results, ceilings: dict[str, float], bare: list[Row]) -> str:
     lines = [
         f"{'':<38} {'':>10} {'':>8} {'':>7} {'CPU us per delivery':^23}"
-        f" {'PG per delivery':^18} {'':>5}",
+        f" {'PostgreSQL per delivery':^25} {'':>5}",
         f"{'scenario':<38} {'deliveries':>10} {'per s':>8} {'of ceil':>7}"
-        f" {'workers':>7} {'PG':>7} {'NATS':>7} {'stmts':>7} {'WAL B':>10} {'busy':>5}",
-        "-" * 112,
+        f" {'workers':>7} {'PG':>7} {'NATS':>7} {'stmts':>7} {'blocks':>6} {'WAL B':>10}"
+        f" {'busy':>5}",
+        "-" * 119,
     ]
     for row in [*bare[: len(bare) // 2], *results.rows, *bare[len(bare) // 2 :]]:
         share = f"{row.rate / ceilings[row.ceiling]:.0%}" if row.ceiling in ceilings else "-"
@@ -195,13 +199,14 @@ def table(results: Results, ceilings: dict[str, float], bare: list[Row]) -> str:
             f"{row.name:<38} {row.deliveries:>10} {row.rate:>8.0f} {share:>7}"
             f" {cell(row.cpu_us, '.0f'):>7} {cell(drain.postgres_cpu_us, '.0f'):>7}"
             f" {cell(drain.nats_cpu_us, '.0f'):>7} {cell(drain.statements, '.3f'):>7}"
+            f" {cell(drain.blocks, '.1f'):>6}"
             f" {cell(drain.wal_bytes, ',.0f'):>10} {cell(row.busy, '.0%'):>5}"
         )
     for mode, spent in results.publishing.items():
         events = max(1, spent.events)
         lines.append(
             f"{mode + ': publishing, per event':<38} {spent.events:>10} {'':>8} {'':>7}"
-            f" {'':>7} {'':>7} {'':>7} {spent.statements / events:>7.3f}"
+            f" {'':>7} {'':>7} {'':>7} {spent.statements / events:>7.3f} {'':>6}"
             f" {spent.wal_bytes / events:>10,.0f} {'':>5}"
         )
     return "\n".join(lines)
@@ -211,7 +216,7 @@ def top_statements(results: Results) -> str:
     lines = [
         f"{'mode, workers':<14} {'calls per delivery':>18} {'rows':>6} {'blocks':>6}"
         f" {'us':>6}  statement (rows, buffer blocks and execution time per call)",
-        "-" * 112,
+        "-" * 119,
     ]
     for row in results.rows:
         if results.args.verbose or row.workers == results.args.workers[0]:
