@@ -269,7 +269,8 @@ async def main() -> None:
         f"by every process): two `tucano serve --no-worker`, {args.receivers} receivers, a "
         "3-server NATS cluster and a PostgreSQL cluster of the run's own; 'of ceil' is against "
         "the mean of as many bare clients measured first and last; per delivery: CPU time of "
-        "the workers, PostgreSQL and NATS, PostgreSQL's statements and WAL bytes\n"
+        "the workers, PostgreSQL and NATS; the workers' statements and the buffer blocks they "
+        "touched; the WAL written\n"
     )
     print(table(results, ceilings, [*first, *last]))
     print("\nThe workers' statements called most per delivery, by kind:\n")
