@@ -6,7 +6,7 @@ worker's claim reads its tickets' rows by primary key.
     TUCANO_BENCH_DATABASE_URL=postgresql+asyncpg://postgres@127.0.0.1:5432/test \\
         .venv/bin/python -m bench.claim_cost       # held 0 to 32,768, about two minutes
 
-What runs, in this process on a fresh database (no HTTP, no sending): 40,000 deliveries due, then
+What runs, in this process on a fresh database (no HTTP, no sending): 60,000 deliveries due, then
 for each `--held` count H that many claimed under a long lease (what H / 512 workers hold at
 their full prefetch: 8 x 64), and then, timed, `--claims` claims of 64 of each kind:
 
@@ -72,7 +72,7 @@ def row(label: str, samples: list[tuple[float, int]]) -> str:
 async def measure(database: Database, nats_url: str, held_counts: list[int], claims: int) -> None:
     for _ in range(WEBHOOKS):
         await add_webhook(database, CUSTOMER_ID)
-    for _ in range(40_000 // WEBHOOKS):
+    for _ in range(60_000 // WEBHOOKS):
         await publish(database, CUSTOMER_ID)
     queue = PostgresQueue(database)
     nats_queue = NatsQueue(database, servers_of(nats_url))
@@ -88,7 +88,7 @@ async def measure(database: Database, nats_url: str, held_counts: list[int], cla
         started = time.perf_counter()
         marked = await nats_queue.relay.mark_due(1000)
         took = time.perf_counter() - started
-        await nats_queue.relay.unmark([m[0] for m in marked], marked[0][2])
+        await nats_queue.relay.unmark([m.ticket.delivery for m in marked], marked[0].ticket.mark)
         timings.append((took, len(marked)))
         return len(marked)
 
