@@ -106,9 +106,8 @@ def _bare_clients(receivers: Receivers, processes: int, events: int) -> Row:
     results = [json.loads(process.communicate()[0]) for process in started]
     _, busy = meter.read()
     seconds = max(r["finished"] for r in results) - min(r["started"] for r in results)
-    plural = "s" if processes > 1 else ""
     return Row(
-        f"ceiling: {processes} bare client{plural}",
+        ceiling_name(processes),
         sum(r["deliveries"] for r in results),
         seconds,
         busy=busy[0] if busy else None,
@@ -165,6 +164,41 @@ def missing(arrived: list[tuple[str, float]], sent_at: dict[str, float], fan_out
     return sum(max(0, fan_out - counts[i]) for i in sent_at)
 
 
+def ceiling_name(processes: int) -> str:
+    """The name of the bare clients' row a row of `processes` workers is read against."""
+    return f"ceiling: {processes} bare client{'s' if processes > 1 else ''}"
+
+
+async def drained(
+    deployment: Deployment,
+    receivers: Receivers,
+    http: aiohttp.ClientSession,
+    count: int,
+    sent_at: dict[str, float],
+    name: str,
+) -> tuple[Row, int]:
+    """Start `count` workers on the backlog `sent_at` names and wait for every delivery: the
+    drain's row (deliveries / (last receipt - first receipt), the workers' CPU and the machine's
+    busy share over the same span, so start-up is left out) and how many deliveries are missing."""
+    fan_out = len(receivers.urls())
+    deployment.start_workers(count)
+    pids = [w.process.pid for w in deployment.workers]
+    arrived = await receivers.wait_for(http, 1, within=60)
+    cpu, meter = cpu_seconds(pids), Meter(receivers.placement)
+    arrived += await receivers.wait_for(http, len(sent_at) * fan_out - len(arrived), 300)
+    _, busy = meter.read()
+    times = [t for _, t in arrived]
+    row = Row(
+        name,
+        len(arrived),
+        max(times) - min(times) if times else 0.0,
+        ceiling=ceiling_name(count),
+        cpu_us=(cpu_seconds(pids) - cpu) / max(1, len(arrived)) * 1e6,
+        busy=busy[0] if busy else None,
+    )
+    return row, missing(arrived, sent_at, fan_out)
+
+
 async def scenarios(
     deployment: Deployment, receivers: Receivers, args: argparse.Namespace, rows: list[Row]
 ) -> int:
@@ -176,23 +210,17 @@ async def scenarios(
         for count in args.workers:
             workers = f"{count} worker{'s' if count > 1 else ''}"
             sent_at = await backlog(deployment, http, args.events)
-            deployment.start_workers(count)
-            pids = [w.process.pid for w in deployment.workers]
-            arrived = await receivers.wait_for(http, 1, within=60)
-            cpu, meter = cpu_seconds(pids), Meter(receivers.placement)
-            arrived += await receivers.wait_for(http, len(sent_at) * fan_out - len(arrived), 300)
-            _, busy = meter.read()
-            times = [t for _, t in arrived]
-            row = Row(
+            row, lost_in_drain = await drained(
+                deployment,
+                receivers,
+                http,
+                count,
+                sent_at,
                 f"{workers}: backlog of {args.events} events x {fan_out} webhooks",
-                len(arrived),
-                max(times) - min(times),
-                ceiling=f"ceiling: {count} bare client{'s' if count > 1 else ''}",
-                cpu_us=(cpu_seconds(pids) - cpu) / max(1, len(arrived)) * 1e6,
-                busy=busy[0] if busy else None,
             )
             rows.append(row)
-            lost += missing(arrived, sent_at, fan_out)
+            lost += lost_in_drain
+            pids = [w.process.pid for w in deployment.workers]
 
             if paced_rate is None:
                 paced_rate = row.rate * args.paced_share

@@ -1,6 +1,9 @@
 """A PostgreSQL cluster of a benchmark's own: initdb under a temporary directory, started on a
 free port, so that the benchmark can stop and start it without touching the shared server.
 
+A caller may pass server settings (`-c name=value` at each start), e.g.
+`shared_preload_libraries=pg_stat_statements` to count the statements a benchmark causes.
+
 PostgreSQL refuses to run as root, so initdb and pg_ctl run as the `postgres` OS user (through
 `runuser`) when this process is root. The cluster is stopped and its directory removed at the
 end, also when the benchmark fails.
@@ -12,9 +15,9 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.processes import free_port
@@ -31,6 +34,7 @@ def _as_postgres(argv: list[str]) -> list[str]:
 class Cluster:
     directory: Path  # holds data/, the socket and the server's log
     port: int
+    settings: dict[str, str] = field(default_factory=dict)  # passed as -c name=value
 
     @property
     def data(self) -> Path:
@@ -57,11 +61,17 @@ class Cluster:
             f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.directory}"
             " -c fsync=off -c max_connections=200"
         )
+        options += "".join(f" -c {name}={value}" for name, value in self.settings.items())
         self._pg_ctl("-o", options, "-l", str(self.log_path), "start")
 
     def stop(self, mode: str = "fast") -> None:
         """`pg_ctl stop -m fast`: every session is ended and the server shuts down."""
         self._pg_ctl("-m", mode, "stop")
+
+    def postmaster_pid(self) -> int:
+        """The server's main process (the first line of postmaster.pid), whose children are
+        the backends and background processes."""
+        return int((self.data / "postmaster.pid").read_text().split()[0])
 
     def running(self) -> bool:
         status = subprocess.run(
@@ -73,12 +83,13 @@ class Cluster:
 
 
 @contextmanager
-def throwaway_cluster() -> Iterator[Cluster]:
-    """A fresh cluster (trust authentication, superuser `postgres`), running on 127.0.0.1."""
+def throwaway_cluster(settings: Mapping[str, str] | None = None) -> Iterator[Cluster]:
+    """A fresh cluster (trust authentication, superuser `postgres`), running on 127.0.0.1 with
+    the server `settings` given."""
     directory = Path(tempfile.mkdtemp(prefix="tucano_pg_"))
     if os.geteuid() == 0:
         shutil.chown(directory, OS_USER, OS_USER)
-    cluster = Cluster(directory, free_port())
+    cluster = Cluster(directory, free_port(), dict(settings or {}))
     try:
         subprocess.run(
             _as_postgres(

@@ -12,8 +12,7 @@ import asyncio
 import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
-from urllib.parse import urlsplit
+from typing import NamedTuple
 
 import nats
 import structlog
@@ -22,21 +21,18 @@ from nats.aio.msg import Msg
 from nats.js import api
 from nats.js.client import JetStreamContext
 from nats.js.errors import BadRequestError, NotFoundError
-from sqlalchemy import select, update
 
 from tucano.core.clock import clock
 from tucano.db.database import Database
 from tucano.db.leadership import Leadership
-from tucano.db.repository import in_parts
+from tucano.deliveries.queue import tickets
 from tucano.deliveries.queue.backend import Claim, ClaimedDelivery, Outcome, claimed_delivery
 from tucano.deliveries.queue.postgres import PostgresQueue
-from tucano.deliveries.queue.relay import Relay, read_ticket
-from tucano.deliveries.queue.sql import CLAIMED_COLUMNS, DELIVERIES, EVENTS, WEBHOOKS, SqlQueue
+from tucano.deliveries.queue.relay import Relay, Ticket, read_ticket
+from tucano.deliveries.queue.sql import SqlQueue
 from tucano.webhooks.secret_store import WebhookSecretStore
 
 log = structlog.get_logger("tucano.deliveries")
-
-_d, _e, _w = DELIVERIES.c, EVENTS.c, WEBHOOKS.c
 
 STREAM = "TUCANO_DELIVERIES"
 SUBJECT_PREFIX = "tucano.deliveries"
@@ -80,11 +76,6 @@ async def read_stream_lag(servers: Sequence[str], *, stream: str = STREAM) -> St
 
 def servers_of(url: str) -> list[str]:
     return [s.strip() for s in url.split(",") if s.strip()]
-
-
-def _host(url: str | None) -> str:
-    parts = urlsplit(url or "")
-    return f"{parts.scheme}://{parts.netloc}".lower()
 
 
 class NatsQueue:
@@ -204,99 +195,43 @@ class NatsQueue:
             messages = await pull.fetch(limit, timeout=FETCH_SECONDS)
         except TimeoutError:  # nothing on the stream (asyncio's, or nats-py's subclass of it)
             messages = []
-        tickets: dict[int, tuple[str, Msg]] = {}
+        left_out_webhooks, left_out_hosts = set(exclude_webhooks), set(exclude_hosts)
+        held: list[tuple[Ticket, Msg]] = []
         for message in messages:
             read = read_ticket(message.data)
             if read is None:
                 await message.term()
-            else:
-                tickets[read[0]] = (read[1], message)
-        claimed, later = await self._claim_tickets(
-            tickets,
-            secret_store=secret_store,
-            lease=lease,
-            exclude_webhooks=set(exclude_webhooks),
-            exclude_hosts=set(exclude_hosts),
-        )
-        for delivery_id, (_, message) in tickets.items():
-            if delivery_id in later:
+            elif read.webhook in left_out_webhooks or read.host in left_out_hosts:
+                # For a worker with room, without reading its row.
                 await message.nak(delay=LEFT_FOR_LATER_SECONDS)
-            elif delivery_id not in claimed:
-                await message.ack()  # a stale ticket: the delivery moved on without it
-        deliveries = []
-        for delivery in claimed.values():
-            if delivery is not None:
-                self._messages[(delivery.delivery_id, delivery.claim_token)] = tickets[
-                    delivery.delivery_id
-                ][1]
-                deliveries.append(delivery)
-        return Claim(deliveries, more_due=len(messages) >= limit)
-
-    async def _claim_tickets(
-        self,
-        tickets: dict[int, tuple[str, Msg]],
-        *,
-        secret_store: WebhookSecretStore,
-        lease: timedelta,
-        exclude_webhooks: set[int],
-        exclude_hosts: set[str],
-    ) -> tuple[dict[int, ClaimedDelivery | None], set[int]]:
-        """The deliveries whose ticket still stands, claimed (None where the secrets do not
-        open), and those left for later (their webhook or host excluded)."""
+            else:
+                held.append((read, message))
         now = clock.now()
         token = secrets.token_hex(16)
         until = now + lease
-        claimed: dict[int, ClaimedDelivery | None] = {}
-        later: set[int] = set()
-        if not tickets:
-            return claimed, later
-        async with self.database.session() as session:
-            standing: list[int] = []
-            for part in in_parts(sorted(tickets)):
-                for row in await session.execute(
-                    select(_d.id, _d.claim_token, _d.webhook_id, _w.target_url)
-                    .select_from(DELIVERIES.outerjoin(WEBHOOKS, _w.id == _d.webhook_id))
-                    .where(_d.id.in_(part))
-                    .order_by(_d.id)
-                    .with_for_update(of=DELIVERIES)
-                ):
-                    if row.claim_token != tickets[row.id][0]:
-                        continue
-                    if row.webhook_id in exclude_webhooks or _host(row.target_url) in (
-                        exclude_hosts
-                    ):
-                        later.add(row.id)
-                    else:
-                        standing.append(row.id)
-            rows: list[Any] = []
-            for part in in_parts(standing):
-                await session.execute(
-                    update(DELIVERIES)
-                    .where(_d.id.in_(part))
-                    .values(lease_until=until, claim_token=token, updated_at=now)
-                )
-                rows += (
-                    (
-                        await session.execute(
-                            select(*CLAIMED_COLUMNS)
-                            .select_from(
-                                DELIVERIES.join(EVENTS, _e.id == _d.event_id).outerjoin(
-                                    WEBHOOKS, _w.id == _d.webhook_id
-                                )
-                            )
-                            .where(_d.id.in_(part))
-                            .order_by(_d.next_attempt_at, _d.id)
-                        )
-                    )
-                    .mappings()
-                    .all()
-                )
-            await session.commit()
-        for row in rows:
-            claimed[row["delivery_id"]] = claimed_delivery(
+        rows = await tickets.claim_tickets(
+            self.database,
+            [(ticket.delivery, ticket.mark) for ticket, _ in held],
+            now=now,
+            until=until,
+            token=token,
+        )
+        claimed = {row["delivery_id"]: row for row in rows}
+        deliveries = []
+        for ticket, message in held:
+            row = claimed.pop(ticket.delivery, None)
+            if row is None:
+                # A stale ticket (the delivery moved on without it), or a second one for a
+                # delivery claimed by the first: either way, settled.
+                await message.ack()
+                continue
+            delivery = claimed_delivery(
                 row, token=token, lease_until=until, secret_store=secret_store, now=now
             )
-        return claimed, later
+            if delivery is not None:
+                self._messages[(delivery.delivery_id, token)] = message
+                deliveries.append(delivery)
+        return Claim(deliveries, more_due=len(messages) >= limit)
 
     async def _acknowledge(self, claims: Sequence[ClaimedDelivery]) -> None:
         for c in claims:

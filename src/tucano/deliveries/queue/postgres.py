@@ -29,35 +29,22 @@ from tucano.webhooks.secret_store import WebhookSecretStore
 # Left out by host: a webhook whose URL is one of $7's scheme://host[:port] followed by nothing,
 # /, ? or #. The queues are spelled as their partial indexes' conditions, which the planner
 # needs to use them; rows other workers hold are skipped, not waited for.
-_NOT_TO_HOSTS = """
+NOT_TO_HOSTS = """
 (cardinality($7::text[]) = 0 OR NOT EXISTS (
     SELECT 1 FROM webhooks AS w, unnest($7::text[]) AS k(host)
      WHERE w.id = deliveries.webhook_id
        AND lower(left(w.target_url, length(k.host))) = k.host
        AND substr(w.target_url, length(k.host) + 1, 1) IN ('', '/', '?', '#')))"""
-_DUE = """
+DUE = """
     SELECT id FROM deliveries
      WHERE {queue} AND next_attempt_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)
        AND webhook_id <> ALL($5::bigint[]) AND {not_to_hosts}
      ORDER BY next_attempt_at LIMIT {limit}
        FOR UPDATE SKIP LOCKED"""
-# The claimed rows with their event and webhook, named as backend.claimed_delivery reads them;
-# LATERAL ... LIMIT 1: one index lookup per claimed row, never a hash of the events table.
-_CLAIM = f"""
-WITH retry AS ({_DUE.format(queue=RETRY_QUEUE, not_to_hosts=_NOT_TO_HOSTS, limit="$2")}
-), fresh AS ({
-    _DUE.format(
-        queue=FIRST_ATTEMPT_QUEUE,
-        not_to_hosts=_NOT_TO_HOSTS,
-        limit="$3 - (SELECT count(*) FROM retry)",
-    )
-}
-), claimed AS (
-    UPDATE deliveries AS d
-       SET lease_until = $4, claim_token = $6, updated_at = $1
-     WHERE d.id IN (SELECT id FROM retry UNION ALL SELECT id FROM fresh)
-    RETURNING d.id, d.event_id, d.webhook_id, d.customer_id, d.attempts
-)
+# The rows of a CTE `claimed` with their event and webhook, named as backend.claimed_delivery
+# reads them; LATERAL ... LIMIT 1: one index lookup per claimed row, never a hash of the events
+# table.
+CLAIMED_ROWS = """
 SELECT c.id AS delivery_id, c.event_id, c.webhook_id, c.customer_id, c.attempts, e.event_type,
        e.payload, e.created_at AS event_created_at, w.target_url, w.is_active, w.secret,
        w.previous_secrets, w.event_type AS subscribed_to
@@ -69,7 +56,25 @@ SELECT c.id AS delivery_id, c.event_id, c.webhook_id, c.customer_id, c.attempts,
         SELECT target_url, is_active, secret, previous_secrets, event_type
           FROM webhooks WHERE id = c.webhook_id LIMIT 1
        ) AS w ON true
-"""  # noqa: S608 - our own constants
+"""
+# Retries up to their share ($2), then first attempts, due and held by nobody.
+DUE_SHARES = f"""
+WITH retry AS ({DUE.format(queue=RETRY_QUEUE, not_to_hosts=NOT_TO_HOSTS, limit="$2")}
+), fresh AS ({
+    DUE.format(
+        queue=FIRST_ATTEMPT_QUEUE,
+        not_to_hosts=NOT_TO_HOSTS,
+        limit="$3 - (SELECT count(*) FROM retry)",
+    )
+}
+)"""  # noqa: S608 - our own constants
+_CLAIM = f"""{DUE_SHARES}, claimed AS (
+    UPDATE deliveries AS d
+       SET lease_until = $4, claim_token = $6, updated_at = $1
+     WHERE d.id IN (SELECT id FROM retry UNION ALL SELECT id FROM fresh)
+    RETURNING d.id, d.event_id, d.webhook_id, d.customer_id, d.attempts
+)
+{CLAIMED_ROWS}"""  # noqa: S608 - our own constants
 
 # Each outcome of the batch as recorded if its delivery is still queued, and as recorded if it
 # has left the queue (backend.not_retried): the rule is Python's, the statement only picks, by

@@ -1,6 +1,6 @@
 """The outbox relay of the queue on NATS: due deliveries, committed in the database, announced
 on the JetStream stream. A pass marks what it takes with a token of its own under a lease (one
-committed transaction) and only then publishes; a delivery whose mark runs out unclaimed (the
+statement, tickets.py) and only then publishes; a delivery whose mark runs out unclaimed (the
 relay died before publishing, or the message went unclaimed) is due again and re-published
 with a new token, and the old message no longer claims anything (docs/adr/nats-queue.md). One
 process relays at a time (db/leadership.py); the others stand by."""
@@ -13,25 +13,25 @@ import secrets
 import zlib
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import orjson
 import structlog
-from sqlalchemy import select, update
+from sqlalchemy import update
 
 from tucano.core.clock import clock
 from tucano.core.logs import exception_summary
 from tucano.db.database import Database
 from tucano.db.leadership import Leadership
 from tucano.db.repository import in_parts
+from tucano.deliveries.queue import tickets
 from tucano.deliveries.queue.backend import retries_share
-from tucano.deliveries.queue.sql import DELIVERIES, WEBHOOKS, due_ids
-from tucano.deliveries.repository import FIRST_ATTEMPTS, RETRIES
+from tucano.deliveries.queue.sql import DELIVERIES
 
 log = structlog.get_logger("tucano.deliveries")
 
-_d, _w = DELIVERIES.c, WEBHOOKS.c
+_d = DELIVERIES.c
 
 # Subjects per stream: each receiving host falls in one, so a slow host fills only its shard.
 SHARDS = 64
@@ -48,23 +48,62 @@ Publish = Callable[[str, bytes, str], Awaitable[None]]  # subject, message, Nats
 Room = Callable[[], Awaitable[int]]  # how many more the stream should be given now
 
 
-def shard_of(target_url: str | None) -> int:
-    """The shard of a receiving host (scheme and authority, as the dispatcher groups them)."""
+def host_of(target_url: str | None) -> str:
+    """A receiving host as the dispatcher groups them: scheme and authority, in lower case."""
     parts = urlsplit(target_url or "")
-    return zlib.crc32(f"{parts.scheme}://{parts.netloc}".lower().encode()) % SHARDS
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def shard_of(target_url: str | None) -> int:
+    """The shard of a receiving host."""
+    return zlib.crc32(host_of(target_url).encode()) % SHARDS
+
+
+class Ticket(NamedTuple):
+    """What a message says: which delivery, the mark it was published under, and its webhook
+    and host when marked, so that a worker leaves out what it has no room for unread."""
+
+    delivery: int
+    mark: str
+    webhook: int | None = None
+    host: str = ""
+
+    def encode(self) -> bytes:
+        return orjson.dumps(
+            {
+                "delivery": self.delivery,
+                "token": self.mark,
+                "webhook": self.webhook,
+                "host": self.host,
+            }
+        )
 
 
 def ticket(delivery_id: int, token: str) -> bytes:
-    """The message a delivery is announced by: which, and the mark it was published under."""
-    return orjson.dumps({"delivery": delivery_id, "token": token})
+    """The message announcing a delivery under a mark (its webhook and host unsaid)."""
+    return Ticket(delivery_id, token).encode()
 
 
-def read_ticket(data: bytes) -> tuple[int, str] | None:
+def read_ticket(data: bytes) -> Ticket | None:
     try:
         message = orjson.loads(data)
-        return int(message["delivery"]), str(message["token"])
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        webhook = message.get("webhook")
+        return Ticket(
+            int(message["delivery"]),
+            str(message["token"]),
+            None if webhook is None else int(webhook),
+            str(message.get("host") or ""),
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         return None
+
+
+class Marked(NamedTuple):
+    """A delivery the relay marked: its ticket, the attempt it is for and its subject."""
+
+    ticket: Ticket
+    attempt: int
+    subject: str
 
 
 class Relay:
@@ -89,36 +128,30 @@ class Relay:
         await self.publish_marked(marked)
         return len(marked)
 
-    async def mark_due(self, limit: int) -> list[tuple[int, int, str, str]]:
-        """Committed before anything is published: (delivery, attempt, token, subject) each."""
+    async def mark_due(self, limit: int) -> list[Marked]:
+        """Committed before anything is published. Retries take up to their share, as in a
+        claim of the database queue, so that a failing receiver's retries cannot crowd new
+        events off the stream."""
         now = clock.now()
-        token = "r" + secrets.token_hex(15)
-        async with self.database.session() as session:
-            # Retries take up to their share, as in a claim of the database queue, so that a
-            # failing receiver's retries cannot crowd new events off the stream.
-            ids = await due_ids(session, RETRIES, retries_share(limit), now)
-            ids += await due_ids(session, FIRST_ATTEMPTS, limit - len(ids), now)
-            rows: list[Any] = []
-            for part in in_parts(ids):
-                await session.execute(
-                    update(DELIVERIES)
-                    .where(_d.id.in_(part))
-                    .values(lease_until=now + self.lease, claim_token=token, updated_at=now)
-                )
-                rows += (
-                    await session.execute(
-                        select(_d.id, _d.attempts, _w.target_url)
-                        .select_from(DELIVERIES.outerjoin(WEBHOOKS, _w.id == _d.webhook_id))
-                        .where(_d.id.in_(part))
-                    )
-                ).all()
-            await session.commit()
+        mark = "r" + secrets.token_hex(15)
+        rows = await tickets.mark_due(
+            self.database,
+            limit=limit,
+            retries=retries_share(limit),
+            now=now,
+            until=now + self.lease,
+            mark=mark,
+        )
         return [
-            (row.id, row.attempts + 1, token, f"{self.subject_prefix}.{shard_of(row.target_url)}")
+            Marked(
+                Ticket(row["id"], mark, row["webhook_id"], host_of(row["target_url"])),
+                row["attempts"] + 1,
+                f"{self.subject_prefix}.{shard_of(row['target_url'])}",
+            )
             for row in rows
         ]
 
-    async def publish_marked(self, marked: list[tuple[int, int, str, str]]) -> None:
+    async def publish_marked(self, marked: list[Marked]) -> None:
         """Publish each marked delivery. Nats-Msg-Id names the delivery, its attempt and its
         mark: a publish sent again after a lost acknowledgement is dropped by the stream. When
         a publish fails, what is left of the pass is unmarked, due again at once rather than
@@ -127,15 +160,21 @@ class Relay:
             part = marked[start : start + PUBLISHING]
             outcomes = await asyncio.gather(
                 *(
-                    self.publish(subject, ticket(delivery_id, token), f"{delivery_id}.{n}.{token}")
-                    for delivery_id, n, token, subject in part
+                    self.publish(
+                        m.subject,
+                        m.ticket.encode(),
+                        f"{m.ticket.delivery}.{m.attempt}.{m.ticket.mark}",
+                    )
+                    for m in part
                 ),
                 return_exceptions=True,
             )
             failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
             if failed is not None:
                 with contextlib.suppress(Exception):
-                    await self.unmark([m[0] for m in marked[start:]], marked[0][2])
+                    await self.unmark(
+                        [m.ticket.delivery for m in marked[start:]], marked[0].ticket.mark
+                    )
                 raise failed
 
     async def unmark(self, delivery_ids: list[int], token: str) -> None:
