@@ -32,7 +32,7 @@ from bench.deployment import Deployment, deployed, open_connections
 from bench.fault_cases import KILL_SETTINGS, Outcome, Tally, publish_batches
 from bench.fault_receivers import FaultReceivers
 from tucano.db.engines import connect_asyncpg
-from tucano.deliveries.queue.nats import STREAM, servers_of
+from tucano.deliveries.queue.nats import CONSUMER, STREAM, servers_of
 from tucano.deliveries.queue.relay import PUBLISHED_LEASE
 
 DATABASE = "postgresql, NATS x3"
@@ -52,6 +52,8 @@ LEADER_POLL_SECONDS = 0.05
 LEADER_WITHIN_SECONDS = 60.0
 # How long a worker to be killed is given to open its first connection to the receivers.
 SENDING_WITHIN_SECONDS = 10.0
+# When what is still waiting is counted: past the leases (10 s) and a server's time down.
+HELD_BACK_AFTER = 30.0
 # Past any lease (10 s) and the first retries: a delivery this late waited out a relay's mark.
 LATE_SECONDS = 60.0
 
@@ -136,6 +138,24 @@ async def sending_to(receivers: FaultReceivers, pid: int) -> int:
         await asyncio.sleep(0.01)
 
 
+async def held_back(cluster: NatsCluster, database_url: str) -> tuple[int, int, int]:
+    """(messages on the stream no worker pulled, messages pulled and not acknowledged,
+    deliveries under a relay's mark, `r...`, that has not run out): what is still waiting."""
+    client = await nats.connect(servers=servers_of(cluster.url))
+    try:
+        info = await client.jetstream().consumer_info(STREAM, CONSUMER)
+    finally:
+        await client.close()
+    connection = await connect_asyncpg(database_url)
+    try:
+        marked = await connection.fetchval(
+            "SELECT count(*) FROM deliveries WHERE claim_token LIKE 'r%' AND lease_until > now()"
+        )
+    finally:
+        await connection.close()
+    return info.num_pending or 0, info.num_ack_pending or 0, int(marked)
+
+
 def sigkill(deployment: Deployment, pid: int) -> None:
     """SIGKILL the worker process `pid`, and forget it."""
     for worker in deployment.workers:
@@ -215,6 +235,10 @@ async def nats_fault(
                 await tally.until(http, expected, within=down)
                 arrived_down = len(tally.seen) - arrived_before
                 cluster.restart_server(struck.server)
+            # Past the leases (10 s) and the server's return: what waits then waits for a mark.
+            await tally.until(http, expected, within=struck.at + HELD_BACK_AFTER - time.time())
+            arrived_by_then = len(tally.seen)
+            waiting = await held_back(cluster, deployment.database_url)
             await tally.until(http, expected, within=DRAIN_WITHIN_SECONDS, quiet=QUIET_SECONDS)
             leader_after = await found_leader if found_leader else None
     finally:
@@ -250,6 +274,11 @@ async def nats_fault(
     outcome.report(
         "all arrived after the kill",
         f"{after[-1]:.1f} s (at the rate before: {remainder:.1f} s)" if after else "-",
+    )
+    outcome.report(
+        f"{HELD_BACK_AFTER:.0f} s after the kill",
+        f"{expected - arrived_by_then} to arrive; stream: {waiting[0]} unpulled,"
+        f" {waiting[1]} unacked; {waiting[2]} relay-marked",
     )
     late = sum(1 for at in after if at > LATE_SECONDS)
     outcome.report(f"arrived > {LATE_SECONDS:.0f} s after the kill", late)
