@@ -26,14 +26,16 @@ from pathlib import Path
 
 import aiohttp
 import nats
+from nats.js.client import JetStreamContext
+from nats.js.errors import NotFoundError
 from tests.support.nats_cluster import NATS_SERVER, NatsCluster, started_cluster
 
 from bench.deployment import Deployment, deployed, open_connections
 from bench.fault_cases import KILL_SETTINGS, Outcome, Tally, publish_batches
 from bench.fault_receivers import FaultReceivers
 from tucano.db.engines import connect_asyncpg
-from tucano.deliveries.queue.nats import CONSUMER, STREAM, servers_of
-from tucano.deliveries.queue.relay import PUBLISHED_LEASE
+from tucano.deliveries.queue.nats import CONSUMER, STREAM, SUBJECT_PREFIX, servers_of
+from tucano.deliveries.queue.relay import PUBLISHED_LEASE, read_ticket
 
 DATABASE = "postgresql, NATS x3"
 WORKERS = 2
@@ -138,22 +140,49 @@ async def sending_to(receivers: FaultReceivers, pid: int) -> int:
         await asyncio.sleep(0.01)
 
 
-async def held_back(cluster: NatsCluster, database_url: str) -> tuple[int, int, int]:
-    """(messages on the stream no worker pulled, messages pulled and not acknowledged,
-    deliveries under a relay's mark, `r...`, that has not run out): what is still waiting."""
+@dataclass
+class Waiting:
+    """What still waits, seen from the stream and from the database."""
+
+    unpulled: int  # messages no worker has pulled
+    unacknowledged: int  # pulled, not acknowledged (a dead worker's stay so for ACK_WAIT)
+    marked: int  # deliveries under a relay's mark (`r...`) that has not run out
+    ticketed: int  # of those, the ones whose ticket (delivery and mark) is on the stream
+
+
+async def tickets_on_stream(js: JetStreamContext) -> set[tuple[int, str]]:
+    """(delivery, mark) of every message the stream holds, read without consuming them."""
+    found: set[tuple[int, str]] = set()
+    seq = 1
+    while True:
+        try:
+            message = await js.get_msg(STREAM, seq, subject=f"{SUBJECT_PREFIX}.*", next=True)
+        except NotFoundError:  # none at or after seq
+            return found
+        ticket = read_ticket(message.data or b"")
+        if ticket is not None:
+            found.add((ticket.delivery, ticket.mark))
+        seq = (message.seq or seq) + 1
+
+
+async def held_back(cluster: NatsCluster, database_url: str) -> Waiting:
     client = await nats.connect(servers=servers_of(cluster.url))
     try:
-        info = await client.jetstream().consumer_info(STREAM, CONSUMER)
+        js = client.jetstream()
+        info = await js.consumer_info(STREAM, CONSUMER)
+        on_stream = await tickets_on_stream(js)
     finally:
         await client.close()
     connection = await connect_asyncpg(database_url)
     try:
-        marked = await connection.fetchval(
-            "SELECT count(*) FROM deliveries WHERE claim_token LIKE 'r%' AND lease_until > now()"
+        marked = await connection.fetch(
+            "SELECT id, claim_token FROM deliveries"
+            " WHERE claim_token LIKE 'r%' AND lease_until > now()"
         )
     finally:
         await connection.close()
-    return info.num_pending or 0, info.num_ack_pending or 0, int(marked)
+    ticketed = sum(1 for row in marked if (row["id"], row["claim_token"]) in on_stream)
+    return Waiting(info.num_pending or 0, info.num_ack_pending or 0, len(marked), ticketed)
 
 
 def sigkill(deployment: Deployment, pid: int) -> None:
@@ -277,8 +306,13 @@ async def nats_fault(
     )
     outcome.report(
         f"{HELD_BACK_AFTER:.0f} s after the kill",
-        f"{expected - arrived_by_then} to arrive; stream: {waiting[0]} unpulled,"
-        f" {waiting[1]} unacked; {waiting[2]} relay-marked",
+        f"{expected - arrived_by_then} to arrive; stream: {waiting.unpulled} unpulled,"
+        f" {waiting.unacknowledged} unacked",
+    )
+    outcome.report(
+        "  under a relay's mark then",
+        f"{waiting.marked}: {waiting.ticketed} with their ticket on the stream,"
+        f" {waiting.marked - waiting.ticketed} never published",
     )
     late = sum(1 for at in after if at > LATE_SECONDS)
     outcome.report(f"arrived > {LATE_SECONDS:.0f} s after the kill", late)
