@@ -477,6 +477,11 @@ def test_the_queue_is_the_database_unless_nats_is_asked_for(
         "nats",
         "nats://10.0.0.1:4222,nats://10.0.0.2:4222",
     )
+    monkeypatch.setenv("TUCANO_NATS_STREAM", "TUCANO DELIVERIES")
+    with pytest.raises(ConfigurationError, match="TUCANO_NATS_STREAM"):
+        load_settings()
+    monkeypatch.setenv("TUCANO_NATS_STREAM", "TUCANO_STAGING")
+    assert load_settings().nats_stream == "TUCANO_STAGING"
     monkeypatch.setenv("TUCANO_QUEUE", "redis")
     with pytest.raises(ConfigurationError, match="TUCANO_QUEUE"):
         load_settings()

@@ -165,6 +165,8 @@ class Settings(BaseSettings):
     queue: Literal["database", "nats"] = "database"
     # The NATS servers, comma-separated (used with queue = nats).
     nats_url: str = "nats://127.0.0.1:4222"
+    # The stream (one per Tucano database sharing a NATS cluster); its subjects are named after it.
+    nats_stream: str = Field(default="TUCANO_DELIVERIES", pattern=r"^[A-Za-z0-9_-]{1,64}$")
     delivery_timeout_seconds: Seconds = Field(default=15.0, gt=0)
     delivery_concurrency: int = Field(default=64, ge=1, le=2048)
     delivery_concurrency_per_target: int = Field(default=16, ge=1)

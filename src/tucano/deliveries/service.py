@@ -387,7 +387,7 @@ async def stream_lag(settings: Settings) -> StreamLag | None:
     """The NATS stream's lag, with TUCANO_QUEUE=nats (None with the database queue)."""
     if settings.queue != "nats":
         return None
-    return await read_stream_lag(servers_of(settings.nats_url))
+    return await read_stream_lag(servers_of(settings.nats_url), stream=settings.nats_stream)
 
 
 async def delivery_backlog(database: Database) -> Backlog:

@@ -188,7 +188,15 @@ def test_tucano_queue_nats_picks_the_nats_back_end(nats_cluster: NatsCluster) ->
     queue = queue_for(Database(POSTGRES_URL), settings)
     assert isinstance(queue, NatsQueue)
     assert queue.servers == servers_of(nats_cluster.url) and len(queue.servers) == 3
+    assert (queue.stream, queue.subject_prefix) == (STREAM, "tucano.deliveries")
     assert not isinstance(queue_for(Database(POSTGRES_URL), make_settings(POSTGRES_URL)), NatsQueue)
+    # Two deployments on one cluster: each its own stream and subjects.
+    staging = make_settings(
+        POSTGRES_URL, queue="nats", nats_url=nats_cluster.url, nats_stream="TUCANO_STAGING"
+    )
+    other = queue_for(Database(POSTGRES_URL), staging)
+    assert isinstance(other, NatsQueue)
+    assert (other.stream, other.subject_prefix) == ("TUCANO_STAGING", "tucano.staging")
 
 
 async def test_a_host_the_worker_has_no_room_for_is_left_on_the_stream_for_later(

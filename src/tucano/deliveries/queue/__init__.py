@@ -4,10 +4,12 @@ one `QueueBackend` (backend.py) chosen once at start-up by `queue_for`."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from tucano.config import Settings
 from tucano.db.database import Database
 from tucano.deliveries.queue.backend import QueueBackend
-from tucano.deliveries.queue.nats import NatsQueue, servers_of
+from tucano.deliveries.queue.nats import NatsQueue, servers_of, subject_prefix_of
 from tucano.deliveries.queue.postgres import PostgresQueue
 from tucano.deliveries.queue.sql import SqlQueue
 
@@ -20,6 +22,9 @@ def queue_for(database: Database, settings: Settings | None = None) -> QueueBack
         return NatsQueue(
             database,
             servers_of(settings.nats_url),
+            stream=settings.nats_stream,
+            subject_prefix=subject_prefix_of(settings.nats_stream),
             poll_seconds=settings.delivery_poll_interval_seconds,
+            mark_lease=timedelta(seconds=settings.delivery_lease_seconds),
         )
     return PostgresQueue(database) if database.dialect == "postgresql" else SqlQueue(database)

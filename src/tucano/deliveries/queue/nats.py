@@ -28,7 +28,7 @@ from tucano.db.leadership import Leadership
 from tucano.deliveries.queue import tickets
 from tucano.deliveries.queue.backend import Claim, ClaimedDelivery, Outcome, claimed_delivery
 from tucano.deliveries.queue.postgres import PostgresQueue
-from tucano.deliveries.queue.relay import Relay, Ticket, read_ticket
+from tucano.deliveries.queue.relay import PUBLISHED_LEASE, Relay, Ticket, read_ticket
 from tucano.deliveries.queue.sql import SqlQueue
 from tucano.webhooks.secret_store import WebhookSecretStore
 
@@ -74,6 +74,11 @@ async def read_stream_lag(servers: Sequence[str], *, stream: str = STREAM) -> St
         await client.close()
 
 
+def subject_prefix_of(stream: str) -> str:
+    """The subjects' prefix of a stream: `TUCANO_DELIVERIES` has `tucano.deliveries`."""
+    return "tucano." + stream.lower().removeprefix("tucano_")
+
+
 def servers_of(url: str) -> list[str]:
     return [s.strip() for s in url.split(",") if s.strip()]
 
@@ -90,6 +95,7 @@ class NatsQueue:
         subject_prefix: str = SUBJECT_PREFIX,
         replicas: int = REPLICAS,
         poll_seconds: float = 1.0,
+        mark_lease: timedelta = PUBLISHED_LEASE,
     ) -> None:
         self.database = database
         self.poll_seconds = poll_seconds  # how often the relay looks for retries come due
@@ -100,7 +106,7 @@ class NatsQueue:
         self.rows: SqlQueue = (
             PostgresQueue(database) if database.dialect == "postgresql" else SqlQueue(database)
         )
-        self.relay = Relay(database, self._publish, subject_prefix=subject_prefix)
+        self.relay = Relay(database, self._publish, subject_prefix=subject_prefix, lease=mark_lease)
         self._client: Client | None = None
         self._js: JetStreamContext | None = None
         self._pull: JetStreamContext.PullSubscription | None = None

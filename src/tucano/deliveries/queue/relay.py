@@ -35,8 +35,10 @@ _d = DELIVERIES.c
 
 # Subjects per stream: each receiving host falls in one, so a slow host fills only its shard.
 SHARDS = 64
-# How long a published delivery waits for a worker's claim before it is published again.
-PUBLISHED_LEASE = timedelta(minutes=5)
+# How long a published delivery waits for a worker's claim before it is published again (the
+# worker's own lease, TUCANO_DELIVERY_LEASE_SECONDS, when the settings give it): a relay or a
+# worker killed between the mark and the claim delays a delivery by as much.
+PUBLISHED_LEASE = timedelta(seconds=60)
 # Publishes in flight at once, each awaiting the stream's acknowledgement.
 PUBLISHING = 256
 # The most one pass marks and publishes.
