@@ -10,10 +10,10 @@ of the events, held back until then, is published: only what survives the fault 
 Every delivery must arrive (by webhook-id and receiver); duplicates (at least once) are counted
 and reported, and so is the time from the kill until the last delivery arrived, beside the
 time the same remainder would take at the rate before the kill (the ceiling the recovery is
-measured against). 30 s after the kill (past the 10 s leases) the case counts what still waits:
-the stream's unpulled and unacknowledged messages, and the deliveries still under a relay's
-mark, those whose ticket is on the stream (pulled by the dead process, unacknowledged) apart
-from those never published.
+measured against). 30 s after the kill (past the 10 s leases and marks) the case counts what
+still waits: the stream's unpulled and unacknowledged messages, and the deliveries still under
+a relay's mark, those whose ticket is on the stream (pulled by the dead process,
+unacknowledged) apart from those never published.
 """
 
 from __future__ import annotations
@@ -51,17 +51,17 @@ PUBLISHED_AFTER = 0.25
 # out: the duplicates are counted after no arrival for this long.
 QUIET_SECONDS = 15.0
 # A delivery under a dead process's mark (its ticket pulled by it, or never published) waits
-# the mark out (PUBLISHED_LEASE); the case waits that long and more before calling it lost.
+# the mark out (the workers' lease, 10 s here; PUBLISHED_LEASE where none is set): the case
+# waits that long and more before calling it lost.
 DRAIN_WITHIN_SECONDS = PUBLISHED_LEASE.total_seconds() + 120
 # How often the relay's leader is looked for after a kill, and for how long.
 LEADER_POLL_SECONDS = 0.05
 LEADER_WITHIN_SECONDS = 60.0
 # How long a worker to be killed is given to open its first connection to the receivers.
 SENDING_WITHIN_SECONDS = 10.0
-# When what is still waiting is counted: past the leases (10 s) and a server's time down.
+# When what is still waiting is counted: past the leases and marks (10 s) and a server's time
+# down, so that what still waits then is waiting on something else.
 HELD_BACK_AFTER = 30.0
-# Past any lease (10 s) and the first retries: a delivery this late waited out a relay's mark.
-LATE_SECONDS = 60.0
 
 
 def nats_missing() -> str | None:
@@ -318,8 +318,6 @@ async def nats_fault(
         f"{waiting.marked}: {waiting.ticketed} with their ticket on the stream,"
         f" {waiting.marked - waiting.ticketed} never published",
     )
-    late = sum(1 for at in after if at > LATE_SECONDS)
-    outcome.report(f"arrived > {LATE_SECONDS:.0f} s after the kill", late)
     outcome.expect("arrived (unique webhook-id)", unique, f"= {expected}", unique == expected)
     outcome.expect("lost", expected - unique, "0", unique == expected)
     outcome.report("duplicates (at least once)", tally.duplicates())
