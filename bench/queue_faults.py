@@ -121,7 +121,7 @@ async def new_relay_leader(database_url: str, killed: int) -> float | None:
 
 async def stream_leader(cluster: NatsCluster) -> int:
     """The index of the server leading the deliveries' stream (servers are named n0, n1, n2)."""
-    client = await nats.connect(servers=servers_of(cluster.url))
+    client = await nats.connect(servers=servers_of(cluster.url), error_cb=quiet)
     try:
         info = await client.jetstream().stream_info(STREAM)
     finally:
@@ -170,7 +170,7 @@ async def tickets_on_stream(js: JetStreamContext) -> set[tuple[int, str]]:
 
 
 async def held_back(cluster: NatsCluster, database_url: str) -> Waiting:
-    client = await nats.connect(servers=servers_of(cluster.url))
+    client = await nats.connect(servers=servers_of(cluster.url), error_cb=quiet)
     try:
         js = client.jetstream()
         info = await js.consumer_info(STREAM, CONSUMER)
@@ -187,6 +187,19 @@ async def held_back(cluster: NatsCluster, database_url: str) -> Waiting:
         await connection.close()
     ticketed = sum(1 for row in marked if (row["id"], row["claim_token"]) in on_stream)
     return Waiting(info.num_pending or 0, info.num_ack_pending or 0, len(marked), ticketed)
+
+
+async def counting_until(
+    tally: Tally, http: aiohttp.ClientSession, expected: int, until: float
+) -> None:
+    """Arrivals taken until the wall-clock time `until`, even once all have arrived."""
+    await tally.until(http, expected, within=until - time.time())
+    await asyncio.sleep(max(0.0, until - time.time()))
+    await tally.take(http)
+
+
+async def quiet(_error: Exception) -> None:
+    """nats-py's error callback: a server of the cluster down is the case's own doing."""
 
 
 def sigkill(deployment: Deployment, pid: int) -> None:
@@ -265,11 +278,10 @@ async def nats_fault(
                 await asyncio.to_thread(deployment.start_workers, 1)
             await publish_batches(deployment, http, later)
             if struck.server is not None:
-                await tally.until(http, expected, within=down)
+                await counting_until(tally, http, expected, struck.at + down)
                 arrived_down = len(tally.seen) - arrived_before
                 cluster.restart_server(struck.server)
-            # Past the leases (10 s) and the server's return: what waits then waits for a mark.
-            await tally.until(http, expected, within=struck.at + HELD_BACK_AFTER - time.time())
+            await counting_until(tally, http, expected, struck.at + HELD_BACK_AFTER)
             arrived_by_then = len(tally.seen)
             waiting = await held_back(cluster, deployment.database_url)
             await tally.until(http, expected, within=DRAIN_WITHIN_SECONDS, quiet=QUIET_SECONDS)
