@@ -38,9 +38,9 @@ STREAM = "TUCANO_DELIVERIES"
 SUBJECT_PREFIX = "tucano.deliveries"
 CONSUMER = "workers"
 REPLICAS = 3
-# How long a pull waits when nothing is on the stream (what arrives later waits in the client
-# for the next pull); what this claim's relay published is there at once.
-FETCH_SECONDS = 0.25
+# How long a pull waits for its batch: nats-py waits for a full batch until then, so a longer
+# wait holds back what came first (measured beside a hanging receiver, docs/performance.md).
+FETCH_SECONDS = 0.05
 # A message for a host or webhook the worker has no room for comes back this much later.
 LEFT_FOR_LATER_SECONDS = 1.0
 # A message unacknowledged this long is handed out again (and then claims nothing unless its
