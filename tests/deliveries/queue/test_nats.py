@@ -37,6 +37,7 @@ from tucano.deliveries.queue import nats as nats_module
 from tucano.deliveries.queue.backend import ClaimedDelivery
 from tucano.deliveries.queue.nats import CONSUMER, RELAY_NAME, STREAM, servers_of
 from tucano.deliveries.queue.relay import PUBLISHED_LEASE, Relay
+from tucano.webhooks.secret_store import WebhookSecretStore
 
 pytestmark = pytest.mark.skipif(not POSTGRES_URL, reason="TUCANO_TEST_DATABASE_URL not set")
 
@@ -318,3 +319,27 @@ async def test_the_relay_keeps_no_more_than_its_ahead_unpulled_on_the_stream(
 
 async def _pending_is(queue: NatsQueue, pending: int) -> bool:
     return (await queue.lag()).pending == pending
+
+
+async def test_a_delivery_whose_secrets_do_not_open_leaves_no_message_held(
+    nats_queue: NatsQueue,
+) -> None:
+    """Left under the claim's lease, as the database queue leaves it; its message is settled,
+    so the stream does not count it unacknowledged for the consumer's ack wait."""
+    database = nats_queue.database
+    customer = new_customer_id()
+    await add_webhook(database, customer)
+    await publish_in_database(database, customer)
+    wrong_key = WebhookSecretStore(b"another-key-that-did-not-seal-these-secrets-01")
+    with clock.freeze() as frozen:
+        claimed = await nats_queue.claim(secret_store=wrong_key, limit=10, lease=LEASE)
+        assert claimed.deliveries == []
+
+        async def settled() -> bool:
+            return await nats_queue.lag() == (0, 0)
+
+        await eventually(settled, timeout=5, what="its message acknowledged")
+        frozen.advance(LEASE)
+        # Its lease over, it is announced again, and a store that opens it claims it.
+        (again,) = await claim(nats_queue, customer)
+    assert again.attempt == 1

@@ -234,7 +234,11 @@ class NatsQueue:
             delivery = claimed_delivery(
                 row, token=token, lease_until=until, secret_store=secret_store, now=now
             )
-            if delivery is not None:
+            if delivery is None:
+                # Left under this claim's lease (logged): when it runs out the relay announces
+                # it again, so this message has done its part.
+                await message.ack()
+            else:
                 self._messages[(delivery.delivery_id, token)] = message
                 deliveries.append(delivery)
         return Claim(deliveries, more_due=len(messages) >= limit)
