@@ -100,7 +100,10 @@ async def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
     api = await asyncio.to_thread(start_serve, tmp_path, env, "--no-worker")
     publisher = await asyncio.to_thread(_token, api.base_url, tmp_path, env, "events.publish")
     merchant = await asyncio.to_thread(_token, api.base_url, tmp_path, env)
-    async with httpx.AsyncClient(base_url=api.base_url, timeout=30) as http:
+    # Idle connections are dropped before uvicorn's own 5 s keep-alive ends them: a request sent
+    # on one the server is closing meanwhile gets no answer.
+    limits = httpx.Limits(keepalive_expiry=2.0)
+    async with httpx.AsyncClient(base_url=api.base_url, timeout=30, limits=limits) as http:
         yield Deployment(tmp_path, env, api, http, publisher, merchant)
     api.stop()
     if request.param == "postgresql":
