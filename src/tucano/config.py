@@ -477,7 +477,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _nats_queue_needs_postgresql(self) -> Settings:
-        if self.queue == "nats" and self.database_url.startswith("sqlite"):
+        if self.queue == "nats" and self.is_sqlite:
             raise ValueError(
                 "TUCANO_QUEUE=nats keeps its record in PostgreSQL: set TUCANO_DATABASE_URL to a "
                 "postgresql+asyncpg:// URL, or leave TUCANO_QUEUE=database on SQLite"
